@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/* Test harness: runs one named case or all of them; see rs_test.h. */
+#include "tests/rs_test.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int run_case(const struct rs_test_case *c)
+{
+    int rc = c->fn();
+    fprintf(stderr, "%s: %s\n", c->name, rc == 0 ? "ok" : rc == RS_TEST_SKIP ? "skipped" : "FAILED");
+    return rc;
+}
+
+int rs_test_main(int argc, char **argv, const struct rs_test_case *cases, size_t n_cases)
+{
+    if (argc < 2) {
+        int failed = 0;
+        for (size_t i = 0; i < n_cases; i++) {
+            int rc = run_case(&cases[i]);
+            failed += rc != 0 && rc != RS_TEST_SKIP;
+        }
+        return failed ? 1 : 0;
+    }
+    for (size_t i = 0; i < n_cases; i++) {
+        const char *name = cases[i].name;
+        if (strncmp(name, "test_", 5) == 0 && strcmp(name + 5, argv[1]) == 0)
+            return run_case(&cases[i]);
+        if (strcmp(name, argv[1]) == 0)
+            return run_case(&cases[i]);
+    }
+    fprintf(stderr, "%s: no test case named '%s'\n", argv[0], argv[1]);
+    return 1;
+}
+
+const char *rs_test_refdata(const char *rel, char *buf, size_t buf_len)
+{
+    const char *root = getenv("RS_REFDATA");
+    if (root == NULL || root[0] == '\0')
+        root = RS_SOURCE_DIR "/../shared/refdata";
+    snprintf(buf, buf_len, "%s/%s", root, rel);
+    if (access(buf, R_OK) != 0) {
+        fprintf(stderr, "refdata file %s not found: skipping\n", buf);
+        return NULL;
+    }
+    return buf;
+}
+
+const char *rs_test_bindir(void)
+{
+    const char *bin = getenv("RS_BIN");
+    return bin != NULL && bin[0] != '\0' ? bin : RS_SOURCE_DIR "/build/bin";
+}
+
+const char *rs_test_tmpdir(void)
+{
+    static char dir[256];
+    if (dir[0] == '\0') {
+        const char *base = getenv("TMPDIR");
+        snprintf(dir, sizeof(dir), "%s/rs-test-%d", base ? base : "/tmp", (int)getpid());
+        mkdir(dir, 0700);
+    }
+    return dir;
+}
+
+void rs_test_unique_name(const char *prefix, char *buf, size_t buf_len)
+{
+    static atomic_uint counter;
+    snprintf(buf, buf_len, "%s-%d-%u", prefix, (int)getpid(), atomic_fetch_add(&counter, 1));
+}
