@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * F16 / BF16 / Q8_0 conversions. The scalar functions are the definition
+ * (bit manipulation, no FPU rounding mode assumed); the F16C row paths are
+ * checked against them over every half value and many floats by
+ * tests/unit/test_quant.c. Q8_0 follows ggml's quantize_row_q8_0_ref bit for
+ * bit (same float operations in the same order).
+ */
+#include "common/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <stdatomic.h>
+#define QUANT_X86 1
+#endif
+
+static inline uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Magnitudes below the smallest normal half (2^-14): round to a subnormal. */
+static inline uint16_t f16_subnormal(uint32_t ax)
+{
+    uint32_t e = ax >> 23;
+    if (e < 102) /* below 2^-25: rounds to zero */
+        return 0;
+    uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e; /* 14..24: half ulp 2^-24 over the f32 mantissa */
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1)))
+        q++; /* may carry into the smallest normal, which is the right encoding */
+    return (uint16_t)q;
+}
+
+uint16_t rs_quant_f16_from_f32(float x)
+{
+    uint32_t u = f32_bits(x);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t ax = u & 0x7fffffffu;
+    if (ax > 0x7f800000u) /* NaN: quiet it, keep the top payload bits */
+        return sign | 0x7e00u | (uint16_t)((ax >> 13) & 0x3ffu);
+    if (ax >= 0x477ff000u) /* >= 65520 rounds (ties to even) to infinity */
+        return sign | 0x7c00u;
+    if (ax < 0x38800000u)
+        return sign | f16_subnormal(ax);
+    /* Rebias the exponent (127 -> 15) and round the 13 dropped bits to even. */
+    ax += 0xc8000fffu + ((ax >> 13) & 1u);
+    return sign | (uint16_t)(ax >> 13);
+}
+
+float rs_quant_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) /* inf, or NaN made quiet as the F16C instruction does */
+        return bits_f32(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
+    if (e == 0) /* zero or subnormal: m * 2^-24, exact in F32 */
+        return bits_f32(sign | f32_bits((float)m * 0x1p-24f));
+    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t rs_quant_bf16_from_f32(float x)
+{
+    uint32_t u = f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float rs_quant_bf16_to_f32(uint16_t h)
+{
+    return bits_f32((uint32_t)h << 16);
+}
+
+#ifdef QUANT_X86
+/*
+ * CPUID leaf 1: AVX (ECX bit 28), F16C (bit 29), OSXSAVE (bit 27), and the OS
+ * saving YMM state (XCR0 bits 1-2). Asked directly because clang 14's
+ * __builtin_cpu_supports does not know "f16c". Cached: 1 yes, 2 no, 0 unknown.
+ */
+static int have_f16c(void)
+{
+    static atomic_int cached;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v == 0) {
+        unsigned a, b, c, d;
+        int ok = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 27)) && (c & (1u << 28)) &&
+                 (c & (1u << 29));
+        if (ok) {
+            unsigned lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            ok = (lo & 6u) == 6u;
+        }
+        v = ok ? 1 : 2;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
+
+__attribute__((target("avx,f16c"))) static size_t f16_to_f32_f16c(const uint16_t *src,
+                                                                    float *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    return i;
+}
+
+__attribute__((target("avx,f16c"))) static size_t f32_to_f16_f16c(const float *src,
+                                                                    uint16_t *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), h);
+    }
+    return i;
+}
+#endif
+
+void rs_quant_row_f16_to_f32(const uint16_t *src, float *dst, size_t n)
+{
+    size_t i = 0;
+#ifdef QUANT_X86
+    if (have_f16c())
+        i = f16_to_f32_f16c(src, dst, n);
+#endif
+    for (; i < n; i++)
+        dst[i] = rs_quant_f16_to_f32(src[i]);
+}
+
+void rs_quant_row_f32_to_f16(const float *src, uint16_t *dst, size_t n)
+{
+    size_t i = 0;
+#ifdef QUANT_X86
+    if (have_f16c())
+        i = f32_to_f16_f16c(src, dst, n);
+#endif
+    for (; i < n; i++)
+        dst[i] = rs_quant_f16_from_f32(src[i]);
+}
+
+void rs_quant_row_f32_to_bf16(const float *src, uint16_t *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = rs_quant_bf16_from_f32(src[i]);
+}
+
+void rs_quant_row_bf16_to_f32(const uint16_t *src, float *dst, size_t n)
+{
+    /* A plain shift per element: compilers vectorize this loop. */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &u, 4);
+    }
+}
+
+void rs_quant_row_q8_0_quantize(const float *src, void *dst, size_t n)
+{
+    uint8_t *out = dst;
+    for (size_t b = 0; b < n / RS_QUANT_Q8_0_BLOCK; b++) {
+        const float *x = src + b * RS_QUANT_Q8_0_BLOCK;
+        struct rs_quant_block_q8_0 blk;
+        float amax = 0.0f;
+        for (int j = 0; j < RS_QUANT_Q8_0_BLOCK; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        blk.d = rs_quant_f16_from_f32(d);
+        for (int j = 0; j < RS_QUANT_Q8_0_BLOCK; j++) {
+            /* Clamp only guards non-finite input; finite values stay in [-127, 127]. */
+            float v = fminf(fmaxf(x[j] * id, -127.0f), 127.0f);
+            blk.qs[j] = (int8_t)roundf(v);
+        }
+        memcpy(out + b * RS_QUANT_Q8_0_BYTES, &blk, RS_QUANT_Q8_0_BYTES);
+    }
+}
+
+void rs_quant_row_q8_0_dequantize(const void *src, float *dst, size_t n)
+{
+    const uint8_t *in = src;
+    for (size_t b = 0; b < n / RS_QUANT_Q8_0_BLOCK; b++) {
+        const uint8_t *blk = in + b * RS_QUANT_Q8_0_BYTES;
+        uint16_t dh;
+        memcpy(&dh, blk, 2);
+        const float d = rs_quant_f16_to_f32(dh);
+        const int8_t *qs = (const int8_t *)(blk + 2);
+        float *y = dst + b * RS_QUANT_Q8_0_BLOCK;
+        for (int j = 0; j < RS_QUANT_Q8_0_BLOCK; j++)
+            y[j] = (float)qs[j] * d;
+    }
+}
+
+int rs_quant_supported(enum rs_ggml_type t)
+{
+    return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0;
+}
+
+rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, uint64_t n)
+{
+    if (!rs_quant_supported(type))
+        return RS_EUNSUPPORTED;
+    if (n % rs_ggml_block_size(type) != 0)
+        return RS_EINVAL;
+    switch (type) {
+    case RS_GGML_F32: memcpy(dst, src, n * sizeof(float)); break;
+    case RS_GGML_F16: rs_quant_row_f16_to_f32(src, dst, n); break;
+    case RS_GGML_BF16: rs_quant_row_bf16_to_f32(src, dst, n); break;
+    default: rs_quant_row_q8_0_dequantize(src, dst, n); break;
+    }
+    return RS_OK;
+}
+
+rs_err rs_quant_row_from_f32(enum rs_ggml_type type, const float *src, void *dst, uint64_t n)
+{
+    if (!rs_quant_supported(type))
+        return RS_EUNSUPPORTED;
+    if (n % rs_ggml_block_size(type) != 0)
+        return RS_EINVAL;
+    switch (type) {
+    case RS_GGML_F32: memcpy(dst, src, n * sizeof(float)); break;
+    case RS_GGML_F16: rs_quant_row_f32_to_f16(src, dst, n); break;
+    case RS_GGML_BF16: rs_quant_row_f32_to_bf16(src, dst, n); break;
+    default: rs_quant_row_q8_0_quantize(src, dst, n); break;
+    }
+    return RS_OK;
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Weight-type conversions shared by the model tools and the engine's non-hot
+ * paths (embedding row lookup, conversion): F32 <-> F16 and BF16 (scalar and
+ * row), and Q8_0 row quantize/dequantize in ggml's exact block layout, so the
+ * files we write load in llama.cpp and theirs load here. All conversions are
+ * bit-exact and deterministic: F16 and BF16 round to nearest, ties to even;
+ * row converters use F16C when the CPU has it (same bits as the portable path).
+ * Leaves out: K-quants and the other ggml block types, and the SIMD dot
+ * products (those belong to the engine's kernels).
+ */
+#ifndef RS_QUANT_H
+#define RS_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/gguf.h"
+
+/* Values per Q8_0 block, and bytes per block (fp16 scale + 32 int8). */
+#define RS_QUANT_Q8_0_BLOCK 32
+#define RS_QUANT_Q8_0_BYTES 34
+
+/*
+ * One Q8_0 block exactly as ggml stores it (block_q8_0): value j of the block
+ * is fp16(d) * qs[j]. 34 bytes, 2-byte aligned; blocks follow each other with
+ * no padding, so a row of n values is n / 32 consecutive blocks.
+ */
+struct rs_quant_block_q8_0 {
+    uint16_t d;     /* scale, IEEE half: amax / 127 of the 32 source values */
+    int8_t qs[RS_QUANT_Q8_0_BLOCK];
+};
+
+/*
+ * F32 -> IEEE half, round to nearest even. Values beyond the half range
+ * become +-inf, values below half the smallest subnormal become +-0, NaN stays
+ * a quiet NaN (sign and top payload bits kept). Pure; any thread.
+ */
+uint16_t rs_quant_f16_from_f32(float x);
+
+/* IEEE half -> F32; exact for every half value (subnormals, inf, NaN). */
+float rs_quant_f16_to_f32(uint16_t h);
+
+/*
+ * F32 -> bfloat16 (the top 16 bits of an F32), round to nearest even, with
+ * F32 subnormals kept (no flush to zero); NaN stays a quiet NaN. Pure.
+ */
+uint16_t rs_quant_bf16_from_f32(float x);
+
+/* bfloat16 -> F32; exact. */
+float rs_quant_bf16_to_f32(uint16_t h);
+
+/*
+ * Row converters: n values from src to dst (no overlap). Same bits as the
+ * scalar functions above for every input; F16 rows use the F16C instructions
+ * when the CPU has them. Any thread.
+ */
+void rs_quant_row_f32_to_f16(const float *src, uint16_t *dst, size_t n);
+void rs_quant_row_f16_to_f32(const uint16_t *src, float *dst, size_t n);
+void rs_quant_row_f32_to_bf16(const float *src, uint16_t *dst, size_t n);
+void rs_quant_row_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
+
+/*
+ * Quantizes n values (a multiple of 32) into n / 32 Q8_0 blocks at dst
+ * (n / 32 * 34 bytes, any 2-byte alignment), as ggml's reference quantizer
+ * does: per block d = amax / 127, qs[j] = roundf(x[j] / d) (computed as
+ * x[j] * (1 / d); half-way values round away from zero). Non-finite inputs give
+ * a defined but meaningless block (the quotient is clamped to +-127; NaN
+ * becomes -127), never undefined behaviour.
+ */
+void rs_quant_row_q8_0_quantize(const float *src, void *dst, size_t n);
+
+/* Dequantizes n / 32 Q8_0 blocks (n a multiple of 32) into n floats. */
+void rs_quant_row_q8_0_dequantize(const void *src, float *dst, size_t n);
+
+/* 1 when rs_quant_row_to_f32 / _from_f32 handle type t (F32, F16, BF16, Q8_0). */
+int rs_quant_supported(enum rs_ggml_type t);
+
+/*
+ * Converts a row of n values stored as `type` to F32. n must be a multiple
+ * of the type's block size. Returns RS_OK, RS_EUNSUPPORTED for a type
+ * rs_quant_supported rejects, RS_EINVAL when n is not a whole number of
+ * blocks. src needs the alignment of its element type (2 bytes for the 16-bit
+ * and block types); dst is n floats. Any thread.
+ */
+rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, uint64_t n);
+
+/* The reverse: n F32 values to rs_ggml_row_bytes(type, n) bytes at dst. */
+rs_err rs_quant_row_from_f32(enum rs_ggml_type type, const float *src, void *dst, uint64_t n);
+
+#endif

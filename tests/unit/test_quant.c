@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * common/quant: F16/BF16 rounding checked against an independent reference
+ * (nearest representable value found by binary search over the ordered
+ * half/bfloat16 values, ties to even), the SIMD row paths against the scalar
+ * definition over every half and a million random floats, and Q8_0 against
+ * ggml's block layout and rounding rule.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/quant.h"
+#include "tests/rs_test.h"
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint64_t rng = 0x1234567887654321ull;
+
+static uint32_t rand32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+/* Value of a non-negative half by its definition (independent of quant.c). */
+static double half_value(uint32_t h)
+{
+    uint32_t e = h >> 10, m = h & 0x3ff;
+    return e == 0 ? ldexp((double)m, -24) : ldexp(1.0 + m / 1024.0, (int)e - 15);
+}
+
+static double bf16_value(uint32_t h)
+{
+    return (double)from_bits(h << 16);
+}
+
+/*
+ * Round-to-nearest-even of |x| into a format whose non-negative finite values
+ * are ordered by their bit patterns 0..max_bits; `beyond` is the value the
+ * next pattern would have with an unbounded exponent (overflow threshold).
+ */
+static uint32_t ref_round(double ax, double (*value)(uint32_t), uint32_t max_bits, double beyond,
+                          uint32_t inf_bits)
+{
+    uint32_t lo = 0, hi = max_bits;
+    if (ax >= value(max_bits)) {
+        double mid = (value(max_bits) + beyond) / 2;
+        return ax < mid || (ax == mid && (max_bits & 1) == 0) ? max_bits : inf_bits;
+    }
+    while (hi - lo > 1) { /* value(lo) <= ax < value(hi) */
+        uint32_t m = lo + (hi - lo) / 2;
+        if (value(m) <= ax)
+            lo = m;
+        else
+            hi = m;
+    }
+    double dl = ax - value(lo), dh = value(hi) - ax;
+    if (dl < dh)
+        return lo;
+    if (dh < dl)
+        return hi;
+    return (lo & 1) == 0 ? lo : hi;
+}
+
+static uint16_t ref_f16(float x)
+{
+    uint16_t sign = (bits(x) >> 16) & 0x8000;
+    return sign | (uint16_t)ref_round(fabs((double)x), half_value, 0x7bff, 65536.0, 0x7c00);
+}
+
+static uint16_t ref_bf16(float x)
+{
+    uint16_t sign = (bits(x) >> 16) & 0x8000;
+    return sign | (uint16_t)ref_round(fabs((double)x), bf16_value, 0x7f7f, ldexp(1.0, 128), 0x7f80);
+}
+
+/* Interesting floats: around every half boundary, midpoints, extremes. */
+static float edge_value(size_t i)
+{
+    static const float fixed[] = {0.0f,    -0.0f,       1.0f,      65504.0f, 65519.99f, 65520.0f,
+                                  65536.0f, 1e30f,      0x1p-24f,  0x1p-25f, 0x1.8p-25f, 0x1p-26f,
+                                  0x1p-14f, 0x1.ffcp-15f, 1e-45f,  3.4e38f,  INFINITY,  -INFINITY};
+    if (i < sizeof(fixed) / sizeof(fixed[0]))
+        return fixed[i];
+    /* A half value plus or minus a little, or the midpoint to its neighbour. */
+    uint32_t h = rand32() % 0x7c00;
+    double v = half_value(h), next = half_value(h + 1 < 0x7c00 ? h + 1 : h);
+    double pick[4] = {v, (v + next) / 2, nextafter(v, 1e9), nextafter((v + next) / 2, 0)};
+    float f = (float)pick[rand32() % 4];
+    return (rand32() & 1) ? -f : f;
+}
+
+static int test_f16_rounding_matches_reference(void)
+{
+    for (size_t i = 0; i < 300000; i++) {
+        float x = i < 150000 ? edge_value(i) : from_bits(rand32() ^ (rand32() << 16));
+        if (isnan(x))
+            continue;
+        uint16_t got = rs_quant_f16_from_f32(x), want = ref_f16(x);
+        RS_CHECK_MSG(got == want, "x=%a got 0x%04x want 0x%04x", (double)x, got, want);
+    }
+    return 0;
+}
+
+static int test_f16_every_half_round_trips(void)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = rs_quant_f16_to_f32((uint16_t)h);
+        int is_nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
+        if (is_nan) {
+            RS_CHECK(isnan(f));
+            RS_CHECK(rs_quant_f16_from_f32(f) == (h | 0x200)); /* quieted, payload kept */
+            continue;
+        }
+        double want = half_value(h & 0x7fff);
+        if ((h & 0x7fff) == 0x7c00)
+            want = INFINITY;
+        RS_CHECK_MSG((double)fabsf(f) == want && (signbit(f) != 0) == ((h & 0x8000) != 0),
+                     "h=0x%04x f=%a", h, (double)f);
+        RS_CHECK_MSG(rs_quant_f16_from_f32(f) == h, "h=0x%04x", h);
+    }
+    return 0;
+}
+
+static int test_bf16_rounding_matches_reference(void)
+{
+    for (size_t i = 0; i < 300000; i++) {
+        uint32_t u = rand32() ^ (rand32() << 16);
+        if (i % 3 == 0)
+            u = (u & 0xffff0000u) | 0x8000u; /* exact ties */
+        float x = from_bits(u);
+        if (isnan(x))
+            continue;
+        uint16_t got = rs_quant_bf16_from_f32(x), want = ref_bf16(x);
+        RS_CHECK_MSG(got == want, "x=%a got 0x%04x want 0x%04x", (double)x, got, want);
+    }
+    float nan = from_bits(0x7f800001u); /* signalling NaN with a low payload */
+    RS_CHECK(isnan(rs_quant_bf16_to_f32(rs_quant_bf16_from_f32(nan))));
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = rs_quant_bf16_to_f32((uint16_t)h);
+        RS_CHECK(bits(f) == h << 16);
+        if (!isnan(f))
+            RS_CHECK(rs_quant_bf16_from_f32(f) == h);
+    }
+    return 0;
+}
+
+static int test_row_paths_match_scalar(void)
+{
+    enum { N = 1 << 16 };
+    uint16_t *h = malloc(N * 2), *h2 = malloc(N * 2);
+    float *f = malloc(N * 4);
+    RS_CHECK(h && h2 && f);
+    for (uint32_t i = 0; i < N; i++)
+        h[i] = (uint16_t)i;
+    rs_quant_row_f16_to_f32(h, f, N);
+    for (uint32_t i = 0; i < N; i++)
+        RS_CHECK_MSG(bits(f[i]) == bits(rs_quant_f16_to_f32(h[i])), "h=0x%04x", i);
+    for (int round = 0; round < 16; round++) {
+        for (uint32_t i = 0; i < N; i++)
+            f[i] = round == 0 ? edge_value(i) : from_bits(rand32() ^ (rand32() << 16));
+        size_t n = N - (size_t)round; /* odd lengths exercise the scalar tail */
+        rs_quant_row_f32_to_f16(f, h, n);
+        rs_quant_row_f32_to_bf16(f, h2, n);
+        for (size_t i = 0; i < n; i++) {
+            RS_CHECK_MSG(h[i] == rs_quant_f16_from_f32(f[i]), "x=%a", (double)f[i]);
+            RS_CHECK(h2[i] == rs_quant_bf16_from_f32(f[i]));
+        }
+        rs_quant_row_bf16_to_f32(h2, f, n);
+        for (size_t i = 0; i < n; i++)
+            RS_CHECK(bits(f[i]) == (uint32_t)h2[i] << 16);
+    }
+    free(h);
+    free(h2);
+    free(f);
+    return 0;
+}
+
+static int test_q8_0_block_layout_and_rounding(void)
+{
+    RS_CHECK(sizeof(struct rs_quant_block_q8_0) == RS_QUANT_Q8_0_BYTES);
+    RS_CHECK(rs_ggml_type_size(RS_GGML_Q8_0) == RS_QUANT_Q8_0_BYTES);
+    float x[64];
+    /* Block 0: amax 127 gives d = 1 exactly, so x*id is x: ties show the rule. */
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(j - 16) + 0.5f;
+    x[31] = 127.0f;
+    /* Block 1: all zero. */
+    memset(x + 32, 0, 32 * sizeof(float));
+    uint8_t q[2 * RS_QUANT_Q8_0_BYTES];
+    rs_quant_row_q8_0_quantize(x, q, 64);
+    RS_CHECK(q[0] == 0x00 && q[1] == 0x3c); /* fp16 1.0, little-endian */
+    for (int j = 0; j < 31; j++) {
+        int8_t v = (int8_t)q[2 + j];
+        double xa = fabs((double)x[j]);
+        int want = (int)(xa + 0.5); /* half away from zero, as roundf */
+        RS_CHECK_MSG(v == (x[j] < 0 ? -want : want), "j=%d x=%g q=%d", j, (double)x[j], v);
+    }
+    RS_CHECK((int8_t)q[2 + 31] == 127);
+    for (int j = 0; j < RS_QUANT_Q8_0_BYTES; j++)
+        RS_CHECK(q[RS_QUANT_Q8_0_BYTES + j] == 0);
+    float y[64];
+    rs_quant_row_q8_0_dequantize(q, y, 64);
+    for (int j = 0; j < 32; j++)
+        RS_CHECK(y[j] == (float)(int8_t)q[2 + j] && y[32 + j] == 0.0f);
+    return 0;
+}
+
+static int test_q8_0_error_bound_random(void)
+{
+    enum { N = 32 * 512 };
+    float *x = malloc(N * 4), *y = malloc(N * 4);
+    uint8_t *q = malloc(N / 32 * RS_QUANT_Q8_0_BYTES);
+    RS_CHECK(x && y && q);
+    for (int i = 0; i < N; i++) /* magnitudes spread over many binades */
+        x[i] = ldexpf((float)(rand32() % 2001) / 1000.0f - 1.0f, (int)(i / 32 % 24) - 12);
+    rs_quant_row_q8_0_quantize(x, q, N);
+    rs_quant_row_q8_0_dequantize(q, y, N);
+    for (int b = 0; b < N / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        uint16_t dh;
+        memcpy(&dh, q + b * RS_QUANT_Q8_0_BYTES, 2);
+        float d = rs_quant_f16_to_f32(dh);
+        RS_CHECK(dh == rs_quant_f16_from_f32(amax / 127.0f));
+        int saw_extreme = 0;
+        for (int j = 0; j < 32; j++) {
+            int8_t v = (int8_t)q[b * RS_QUANT_Q8_0_BYTES + 2 + j];
+            saw_extreme |= v == 127 || v == -127;
+            RS_CHECK(y[b * 32 + j] == (float)v * d);
+            /* Rounding error d/2 plus the error of storing d as a half. */
+            double bound = d / 2.0 + 127.0 * fabs((double)d - amax / 127.0) + 1e-30;
+            RS_CHECK_MSG(fabs((double)y[b * 32 + j] - x[b * 32 + j]) <= bound * 1.0001,
+                         "b=%d j=%d", b, j);
+        }
+        RS_CHECK(amax == 0 || saw_extreme);
+    }
+    free(x);
+    free(y);
+    free(q);
+    return 0;
+}
+
+static int test_q8_0_nonfinite_input_is_defined(void)
+{
+    float x[32];
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)j;
+    x[3] = NAN;
+    x[7] = INFINITY;
+    x[9] = -INFINITY;
+    uint8_t q[RS_QUANT_Q8_0_BYTES];
+    rs_quant_row_q8_0_quantize(x, q, 32); /* UBSan would flag a bad float->int cast */
+    for (int j = 0; j < 32; j++) {
+        RS_CHECK(q[2 + j] != 0x80); /* -128 never occurs: the quotient is clamped */
+    }
+    return 0;
+}
+
+static int test_generic_row_dispatch(void)
+{
+    float src[64], dst[64];
+    uint8_t buf[64 * 4];
+    for (int i = 0; i < 64; i++)
+        src[i] = (float)i * 0.25f - 8.0f; /* exact in every type */
+    const enum rs_ggml_type types[] = {RS_GGML_F32, RS_GGML_F16, RS_GGML_BF16};
+    for (size_t t = 0; t < 3; t++) {
+        RS_CHECK(rs_quant_supported(types[t]));
+        RS_CHECK(rs_quant_row_from_f32(types[t], src, buf, 64) == RS_OK);
+        RS_CHECK(rs_quant_row_to_f32(types[t], buf, dst, 64) == RS_OK);
+        RS_CHECK(memcmp(src, dst, sizeof(src)) == 0);
+    }
+    RS_CHECK(rs_quant_row_from_f32(RS_GGML_Q8_0, src, buf, 64) == RS_OK);
+    RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q8_0, buf, dst, 64) == RS_OK);
+    RS_CHECK(rs_quant_row_from_f32(RS_GGML_Q8_0, src, buf, 48) == RS_EINVAL);
+    RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q4_K, buf, dst, 256) == RS_EUNSUPPORTED);
+    RS_CHECK(rs_quant_row_from_f32((enum rs_ggml_type)99, src, buf, 32) == RS_EUNSUPPORTED);
+    RS_CHECK(!rs_quant_supported(RS_GGML_Q4_0));
+    return 0;
+}
+
+static const struct rs_test_case cases[] = {
+    RS_TEST(test_f16_rounding_matches_reference),
+    RS_TEST(test_f16_every_half_round_trips),
+    RS_TEST(test_bf16_rounding_matches_reference),
+    RS_TEST(test_row_paths_match_scalar),
+    RS_TEST(test_q8_0_block_layout_and_rounding),
+    RS_TEST(test_q8_0_error_bound_random),
+    RS_TEST(test_q8_0_nonfinite_input_is_defined),
+    RS_TEST(test_generic_row_dispatch),
+};
+RS_TEST_MAIN(cases)
