@@ -1,0 +1,612 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ringserve-mkmodel: writes random-weight llama GGUFs of a given shape and
+ * weight type (F32/F16/BF16/Q8_0), so tests and benchmarks can make models of
+ * any size on a machine that has none, and converts an existing GGUF's weight
+ * matrices to another of those types. The vocab is copied from a given GGUF,
+ * or is a byte-level one of its own (see tools/README.md for its exact ids).
+ * Leaves out: K-quants, importance matrices, and streaming output (the
+ * converted or generated tensors are held in memory until the file is written).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/gguf.h"
+#include "common/log.h"
+#include "common/quant.h"
+
+#define EXIT_USAGE 2
+#define BYTE_VOCAB 258   /* 256 byte tokens + <s> + </s> */
+#define MAX_DIM (1 << 20)
+#define MAX_LAYERS 4096
+#define WEIGHT_STD 0.02f /* GPT-2/llama initialisation scale: activations stay O(1) */
+
+/* llama.cpp's llama_ftype values for general.file_type. */
+enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_Q8_0 = 7, FTYPE_MOSTLY_BF16 = 32 };
+
+/* Token types as in llama.cpp's llama_token_type / the GGUF token_type array. */
+enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_UNUSED = 5, TOKEN_BYTE = 6 };
+
+struct opts {
+    const char *out, *convert, *vocab_from;
+    long dim, layers, heads, kv_heads, ffn, vocab, ctx;
+    int tied;
+    float rope_base;
+    unsigned long long seed;
+    enum rs_ggml_type type;
+    int shape_given; /* any of the shape options, which --convert forbids */
+};
+
+/* A tensor being written: its buffer is owned here until the file is out. */
+struct out_tensor {
+    char name[RS_GGUF_MAX_NAME + 1];
+    enum rs_ggml_type type;
+    uint32_t n_dims;
+    uint64_t ne[RS_GGUF_MAX_DIMS];
+    void *owned;      /* freed at the end; NULL when data is borrowed */
+    const void *data; /* owned, or borrowed from the input mmap */
+};
+
+struct tensor_list {
+    struct out_tensor *t;
+    size_t n, cap;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ringserve-mkmodel -o OUT.gguf --dim D --layers L --heads H [--kv-heads K]\n"
+            "                         --ffn F --vocab V [--ctx C] [--type f32|f16|bf16|q8_0]\n"
+            "                         [--tied] [--rope-base B] [--vocab-from FILE.gguf] [--seed S]\n"
+            "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type f32|f16|bf16|q8_0\n"
+            "Random weights: approximately normal, std %.2f, from --seed (default 0); norms 1.\n"
+            "--vocab may be omitted with --vocab-from (it must then equal that vocab's size).\n"
+            "Without --vocab-from: 256 byte tokens, <s>, </s>, then <unused_N> up to --vocab.\n",
+            (double)WEIGHT_STD);
+}
+
+static int bad_arg(const char *fmt, const char *what)
+{
+    fprintf(stderr, "ringserve-mkmodel: ");
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, "\n(run with --help for usage)\n");
+    return EXIT_USAGE;
+}
+
+static int parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_type(const char *s, enum rs_ggml_type *t)
+{
+    static const struct {
+        const char *name;
+        enum rs_ggml_type type;
+    } names[] = {{"f32", RS_GGML_F32}, {"f16", RS_GGML_F16}, {"bf16", RS_GGML_BF16},
+                 {"q8_0", RS_GGML_Q8_0}};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *t = names[i].type;
+            return 1;
+        }
+    return 0;
+}
+
+static uint32_t file_type_of(enum rs_ggml_type t)
+{
+    switch (t) {
+    case RS_GGML_F16: return FTYPE_MOSTLY_F16;
+    case RS_GGML_BF16: return FTYPE_MOSTLY_BF16;
+    case RS_GGML_Q8_0: return FTYPE_MOSTLY_Q8_0;
+    default: return FTYPE_ALL_F32;
+    }
+}
+
+enum {
+    OPT_DIM = 256, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS, OPT_FFN, OPT_VOCAB, OPT_CTX, OPT_TYPE,
+    OPT_TIED, OPT_ROPE_BASE, OPT_VOCAB_FROM, OPT_SEED, OPT_CONVERT
+};
+
+/* Numeric shape options: option id, flag name, field, minimum, maximum. */
+static long *shape_field(struct opts *o, int id, const char **name, long *max)
+{
+    *max = MAX_DIM;
+    switch (id) {
+    case OPT_DIM: *name = "--dim"; return &o->dim;
+    case OPT_LAYERS: *name = "--layers"; *max = MAX_LAYERS; return &o->layers;
+    case OPT_HEADS: *name = "--heads"; return &o->heads;
+    case OPT_KV_HEADS: *name = "--kv-heads"; return &o->kv_heads;
+    case OPT_FFN: *name = "--ffn"; return &o->ffn;
+    case OPT_VOCAB: *name = "--vocab"; *max = 1 << 24; return &o->vocab;
+    case OPT_CTX: *name = "--ctx"; *max = 1 << 24; return &o->ctx;
+    default: return NULL;
+    }
+}
+
+static int parse_opt(struct opts *o, int id, const char *arg)
+{
+    const char *name;
+    long max;
+    long *field = shape_field(o, id, &name, &max);
+    if (field != NULL) {
+        o->shape_given = 1;
+        if (!parse_long(arg, 1, max, field))
+            return fprintf(stderr, "ringserve-mkmodel: %s '%s': expected an integer in 1..%ld\n",
+                           name, arg, max), EXIT_USAGE;
+        return 0;
+    }
+    char *end;
+    switch (id) {
+    case OPT_TYPE:
+        return parse_type(arg, &o->type) ? 0 : bad_arg("--type '%s': expected f32, f16, bf16 or q8_0", arg);
+    case OPT_TIED: o->tied = 1; o->shape_given = 1; return 0;
+    case OPT_ROPE_BASE:
+        o->rope_base = strtof(arg, &end);
+        o->shape_given = 1;
+        if (end == arg || *end != '\0' || !isfinite(o->rope_base) || o->rope_base <= 1.0f)
+            return bad_arg("--rope-base '%s': expected a finite number > 1", arg);
+        return 0;
+    case OPT_VOCAB_FROM: o->vocab_from = arg; o->shape_given = 1; return 0;
+    case OPT_SEED:
+        errno = 0;
+        o->seed = strtoull(arg, &end, 0);
+        if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-')
+            return bad_arg("--seed '%s': expected a non-negative integer", arg);
+        return 0;
+    case OPT_CONVERT: o->convert = arg; return 0;
+    default: return EXIT_USAGE;
+    }
+}
+
+/* Shape rules the llama forward pass relies on. */
+static int check_shape(const struct opts *o)
+{
+    if (o->dim == 0 || o->layers == 0 || o->heads == 0 || o->ffn == 0)
+        return bad_arg("%s", "--dim, --layers, --heads and --ffn are required");
+    if (o->vocab == 0 && o->vocab_from == NULL)
+        return bad_arg("%s", "--vocab is required unless --vocab-from is given");
+    if (o->dim % o->heads != 0)
+        return bad_arg("%s", "--dim must be a multiple of --heads");
+    if ((o->dim / o->heads) % 2 != 0)
+        return bad_arg("%s", "the head dimension (--dim / --heads) must be even for RoPE");
+    if (o->kv_heads > o->heads || o->heads % o->kv_heads != 0)
+        return bad_arg("%s", "--heads must be a multiple of --kv-heads");
+    if (o->vocab != 0 && o->vocab < BYTE_VOCAB && o->vocab_from == NULL)
+        return bad_arg("%s", "--vocab must be at least 258 for the byte-level vocab");
+    if ((uint64_t)o->dim * (uint64_t)(o->vocab ? o->vocab : 1) > (1ull << 40))
+        return bad_arg("%s", "--dim x --vocab is too large");
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    static const struct option longopts[] = {
+        {"dim", 1, 0, OPT_DIM},       {"layers", 1, 0, OPT_LAYERS},
+        {"heads", 1, 0, OPT_HEADS},   {"kv-heads", 1, 0, OPT_KV_HEADS},
+        {"ffn", 1, 0, OPT_FFN},       {"vocab", 1, 0, OPT_VOCAB},
+        {"ctx", 1, 0, OPT_CTX},       {"type", 1, 0, OPT_TYPE},
+        {"tied", 0, 0, OPT_TIED},     {"rope-base", 1, 0, OPT_ROPE_BASE},
+        {"vocab-from", 1, 0, OPT_VOCAB_FROM}, {"seed", 1, 0, OPT_SEED},
+        {"convert", 1, 0, OPT_CONVERT}, {"output", 1, 0, 'o'},
+        {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+    *o = (struct opts){.ctx = 2048, .rope_base = 10000.0f, .type = RS_GGML_F32};
+    int c, rc;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+        if (c == 'h')
+            return usage(stdout), -1;
+        if (c == 'o')
+            o->out = optarg;
+        else if (c == '?')
+            return bad_arg("unknown option '%s'", argv[optind - 1]);
+        else if (c == ':')
+            return bad_arg("option '%s' needs a value", argv[optind - 1]);
+        else if ((rc = parse_opt(o, c, optarg)) != 0)
+            return rc;
+    }
+    if (optind < argc)
+        return bad_arg("unexpected argument '%s'", argv[optind]);
+    if (o->out == NULL)
+        return bad_arg("%s", "-o OUT.gguf is required");
+    if (o->convert != NULL)
+        return o->shape_given ? bad_arg("%s", "--convert takes only -o and --type") : 0;
+    if (o->kv_heads == 0)
+        o->kv_heads = o->heads;
+    return check_shape(o);
+}
+
+/* --- random weights -------------------------------------------------------- */
+
+static inline uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/*
+ * Element i of tensor `idx`: a counter-based hash of (seed, idx, i) turned
+ * into the sum of four 16-bit uniforms (Irwin-Hall, close to normal, bounded
+ * at 3.46 std), scaled to std `std`. No state between elements, so the loop
+ * vectorizes and a tensor's values do not depend on the weight type chosen.
+ */
+static void fill_random(float *x, uint64_t n, uint64_t seed, uint64_t idx, float std)
+{
+    const uint64_t key = mix64(seed ^ mix64(idx + 0x632be59bd9b4e019ull));
+    const float scale = std / 37837.23f; /* sqrt(4 * (65536^2 - 1) / 12) */
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t h = mix64(key + i * 0x9e3779b97f4a7c15ull);
+        uint32_t s = (uint32_t)(h & 0xffff) + (uint32_t)((h >> 16) & 0xffff) +
+                     (uint32_t)((h >> 32) & 0xffff) + (uint32_t)(h >> 48);
+        x[i] = ((float)s - 131070.0f) * scale;
+    }
+}
+
+static struct out_tensor *list_add(struct tensor_list *l, const char *name, uint32_t n_dims,
+                                   uint64_t ne0, uint64_t ne1)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        struct out_tensor *t = realloc(l->t, cap * sizeof(*t));
+        if (t == NULL)
+            return NULL;
+        l->t = t;
+        l->cap = cap;
+    }
+    struct out_tensor *t = &l->t[l->n++];
+    memset(t, 0, sizeof(*t));
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->ne[2] = t->ne[3] = 1;
+    return t;
+}
+
+static void list_free(struct tensor_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->t[i].owned);
+    free(l->t);
+    l->t = NULL;
+    l->n = l->cap = 0;
+}
+
+/* Type a matrix of row length ne0 gets: Q8_0 needs whole 32-value blocks. */
+static enum rs_ggml_type matrix_type(enum rs_ggml_type want, uint64_t ne0, const char *name)
+{
+    if (ne0 % rs_ggml_block_size(want) == 0)
+        return want;
+    fprintf(stderr, "ringserve-mkmodel: %s: row length %llu is not a multiple of %zu, "
+            "stored as F16 instead of %s\n", name, (unsigned long long)ne0,
+            rs_ggml_block_size(want), rs_ggml_type_name(want));
+    return RS_GGML_F16;
+}
+
+/* Converts n_rows rows of ne0 F32 values to `type` into a new buffer (takes f32). */
+static void *encode_rows(float *f32, enum rs_ggml_type type, uint64_t ne0, uint64_t n_rows)
+{
+    if (type == RS_GGML_F32)
+        return f32;
+    void *buf = malloc(rs_ggml_row_bytes(type, ne0) * n_rows);
+    if (buf != NULL)
+        rs_quant_row_from_f32(type, f32, buf, ne0 * n_rows);
+    free(f32);
+    return buf;
+}
+
+/* One generated tensor: random matrix, or a norm vector of ones. */
+static int gen_tensor(struct tensor_list *l, const struct opts *o, const char *name,
+                      uint64_t ne0, uint64_t ne1)
+{
+    int is_norm = ne1 == 0;
+    struct out_tensor *t = list_add(l, name, is_norm ? 1 : 2, ne0, is_norm ? 1 : ne1);
+    if (t == NULL)
+        return -1;
+    uint64_t n = ne0 * t->ne[1];
+    float *f = malloc(n * sizeof(float));
+    if (f == NULL)
+        return -1;
+    if (is_norm) {
+        for (uint64_t i = 0; i < n; i++)
+            f[i] = 1.0f;
+        t->type = RS_GGML_F32;
+    } else {
+        fill_random(f, n, o->seed, l->n - 1, WEIGHT_STD);
+        t->type = matrix_type(o->type, ne0, name);
+    }
+    t->owned = encode_rows(f, t->type, ne0, t->ne[1]);
+    t->data = t->owned;
+    return t->owned != NULL ? 0 : -1;
+}
+
+/* Every tensor of the model, named and shaped as llama.cpp's llama GGUFs. */
+static int gen_tensors(struct tensor_list *l, const struct opts *o, uint64_t n_vocab)
+{
+    uint64_t d = (uint64_t)o->dim, f = (uint64_t)o->ffn;
+    uint64_t kv = d / (uint64_t)o->heads * (uint64_t)o->kv_heads;
+    int rc = gen_tensor(l, o, "token_embd.weight", d, n_vocab) |
+             gen_tensor(l, o, "output_norm.weight", d, 0);
+    if (!o->tied)
+        rc |= gen_tensor(l, o, "output.weight", d, n_vocab);
+    for (long b = 0; b < o->layers && rc == 0; b++) {
+        static const char *const parts[] = {"attn_norm", "attn_q", "attn_k", "attn_v",
+                                            "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
+                                            "ffn_down"};
+        const uint64_t shape[][2] = {{d, 0}, {d, d}, {d, kv}, {d, kv}, {d, d},
+                                     {d, 0}, {d, f}, {d, f}, {f, d}};
+        for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]) && rc == 0; p++) {
+            char name[RS_GGUF_MAX_NAME + 1];
+            snprintf(name, sizeof(name), "blk.%ld.%s.weight", b, parts[p]);
+            rc |= gen_tensor(l, o, name, shape[p][0], shape[p][1]);
+        }
+    }
+    return rc;
+}
+
+/* --- vocab ------------------------------------------------------------------ */
+
+/*
+ * The byte-level vocab: ids 0..255 are <0x00>..<0xFF> (type byte), 256 is
+ * <s> (BOS), 257 is </s> (EOS), both control; ids 258.. are <unused_K>
+ * (K = id - 258, type unused). Scores are all 0.
+ */
+static rs_err write_byte_vocab(rs_gguf_writer *w, uint64_t n_vocab)
+{
+    char **text = calloc(n_vocab, sizeof(char *));
+    float *scores = calloc(n_vocab, sizeof(float));
+    int32_t *types = calloc(n_vocab, sizeof(int32_t));
+    rs_err rc = text && scores && types ? RS_OK : RS_ENOMEM;
+    for (uint64_t i = 0; i < n_vocab && rc == RS_OK; i++) {
+        char buf[32];
+        if (i < 256)
+            snprintf(buf, sizeof(buf), "<0x%02X>", (unsigned)i);
+        else
+            snprintf(buf, sizeof(buf), i == 256 ? "<s>" : i == 257 ? "</s>" : "<unused_%llu>",
+                     (unsigned long long)(i - BYTE_VOCAB));
+        types[i] = i < 256 ? TOKEN_BYTE : i < BYTE_VOCAB ? TOKEN_CONTROL : TOKEN_UNUSED;
+        text[i] = strdup(buf);
+        rc = text[i] ? RS_OK : RS_ENOMEM;
+    }
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)text,
+                                        NULL, n_vocab);
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_arr(w, "tokenizer.ggml.scores", RS_GGUF_F32, scores, n_vocab);
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", RS_GGUF_I32, types, n_vocab);
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 256);
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 257);
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 1);
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+    for (uint64_t i = 0; text && i < n_vocab; i++)
+        free(text[i]);
+    free(text);
+    free(scores);
+    free(types);
+    return rc;
+}
+
+/* Copies every tokenizer.* key of `src`; *n_vocab gets its token count. */
+static int copy_vocab(rs_gguf_writer *w, const rs_gguf *src, const char *path, uint64_t *n_vocab)
+{
+    enum rs_gguf_type et;
+    if (rs_gguf_get_arr(src, "tokenizer.ggml.tokens", &et, n_vocab) != RS_OK ||
+        et != RS_GGUF_STRING || *n_vocab == 0) {
+        fprintf(stderr, "ringserve-mkmodel: %s: no tokenizer.ggml.tokens string array\n", path);
+        return -1;
+    }
+    for (uint64_t i = 0; i < rs_gguf_n_kv(src); i++) {
+        struct rs_gguf_str k = rs_gguf_kv_key(src, i);
+        if (k.len >= 10 && memcmp(k.ptr, "tokenizer.", 10) == 0 &&
+            rs_gguf_writer_copy_kv(w, src, i) != RS_OK)
+            return -1;
+    }
+    return 0;
+}
+
+/* --- generate ---------------------------------------------------------------- */
+
+static rs_err set_hparams(rs_gguf_writer *w, const struct opts *o, uint64_t n_vocab)
+{
+    const struct {
+        const char *key;
+        uint64_t v;
+    } u32s[] = {{"general.file_type", file_type_of(o->type)},
+                {"llama.context_length", (uint64_t)o->ctx},
+                {"llama.embedding_length", (uint64_t)o->dim},
+                {"llama.block_count", (uint64_t)o->layers},
+                {"llama.feed_forward_length", (uint64_t)o->ffn},
+                {"llama.attention.head_count", (uint64_t)o->heads},
+                {"llama.attention.head_count_kv", (uint64_t)o->kv_heads},
+                {"llama.rope.dimension_count", (uint64_t)(o->dim / o->heads)},
+                {"llama.vocab_size", n_vocab}};
+    rs_err rc = rs_gguf_writer_set_str(w, "general.architecture", "llama");
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_str(w, "general.name", "ringserve-mkmodel random weights");
+    for (size_t i = 0; i < sizeof(u32s) / sizeof(u32s[0]) && rc == RS_OK; i++)
+        rc = rs_gguf_writer_set_u32(w, u32s[i].key, (uint32_t)u32s[i].v);
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_f32(w, "llama.rope.freq_base", o->rope_base);
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    return rc;
+}
+
+static int add_all(rs_gguf_writer *w, const struct tensor_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        const struct out_tensor *t = &l->t[i];
+        if (rs_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data) != RS_OK) {
+            fprintf(stderr, "ringserve-mkmodel: cannot add tensor %s\n", t->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int finish(rs_gguf_writer *w, const struct tensor_list *l, const char *out, double t0)
+{
+    if (add_all(w, l) != 0)
+        return 1;
+    rs_err rc = rs_gguf_writer_write(w, out);
+    if (rc != RS_OK) {
+        fprintf(stderr, "ringserve-mkmodel: writing %s failed: %s\n", out, rs_strerror(rc));
+        return 1;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    fprintf(stderr, "ringserve-mkmodel: wrote %s (%zu tensors) in %.2f s\n", out, l->n,
+            (double)ts.tv_sec + ts.tv_nsec * 1e-9 - t0);
+    return 0;
+}
+
+static int generate(const struct opts *o, double t0)
+{
+    rs_gguf_writer *w = NULL;
+    rs_gguf *src = NULL;
+    struct tensor_list l = {0};
+    uint64_t n_vocab = (uint64_t)o->vocab;
+    char err[512];
+    int rc = 1;
+    if (rs_gguf_writer_create(&w) != RS_OK)
+        goto out;
+    if (o->vocab_from != NULL) {
+        if (rs_gguf_open(o->vocab_from, &src, err, sizeof(err)) != RS_OK) {
+            fprintf(stderr, "ringserve-mkmodel: --vocab-from: %s\n", err);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        if (copy_vocab(w, src, o->vocab_from, &n_vocab) != 0)
+            goto out;
+        if (o->vocab != 0 && (uint64_t)o->vocab != n_vocab) {
+            fprintf(stderr, "ringserve-mkmodel: --vocab %ld differs from the %llu tokens of %s\n",
+                    o->vocab, (unsigned long long)n_vocab, o->vocab_from);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+    } else if (write_byte_vocab(w, n_vocab) != RS_OK) {
+        goto out;
+    }
+    if (set_hparams(w, o, n_vocab) != RS_OK || gen_tensors(&l, o, n_vocab) != 0) {
+        fprintf(stderr, "ringserve-mkmodel: out of memory building the model\n");
+        goto out;
+    }
+    rc = finish(w, &l, o->out, t0);
+out:
+    list_free(&l);
+    rs_gguf_writer_destroy(&w);
+    rs_gguf_close(&src);
+    return rc;
+}
+
+/* --- convert ----------------------------------------------------------------- */
+
+/* Re-encodes one 2-D tensor row by row (through F32) into a new buffer. */
+static int convert_matrix(struct out_tensor *t, const struct rs_gguf_tensor *in)
+{
+    uint64_t ne0 = in->ne[0], rows = in->ne[1];
+    uint64_t in_row = rs_ggml_row_bytes(in->type, ne0), out_row = rs_ggml_row_bytes(t->type, ne0);
+    float *tmp = malloc(ne0 * sizeof(float));
+    uint8_t *buf = malloc(out_row * rows);
+    if (tmp == NULL || buf == NULL) {
+        free(tmp);
+        free(buf);
+        fprintf(stderr, "ringserve-mkmodel: out of memory converting %s\n", in->name);
+        return -1;
+    }
+    for (uint64_t r = 0; r < rows; r++) {
+        rs_quant_row_to_f32(in->type, (const uint8_t *)in->data + r * in_row, tmp, ne0);
+        rs_quant_row_from_f32(t->type, tmp, buf + r * out_row, ne0);
+    }
+    free(tmp);
+    t->owned = buf;
+    t->data = buf;
+    return 0;
+}
+
+/*
+ * Plans one input tensor: 2-D matrices go to the target type (Q8_0 falls back
+ * to F16 for rows that are not whole blocks); everything else, and a matrix
+ * already of the target type, is copied byte for byte from the input map.
+ */
+static int convert_tensor(struct tensor_list *l, const struct rs_gguf_tensor *in,
+                          enum rs_ggml_type want)
+{
+    int is_matrix = in->n_dims == 2;
+    struct out_tensor *t = list_add(l, in->name, in->n_dims, in->ne[0], in->ne[1]);
+    if (t == NULL)
+        return -1;
+    memcpy(t->ne, in->ne, sizeof(t->ne));
+    t->type = is_matrix ? matrix_type(want, in->ne[0], in->name) : in->type;
+    if (t->type == in->type) {
+        t->data = in->data;
+        return 0;
+    }
+    if (!rs_quant_supported(in->type)) {
+        fprintf(stderr, "ringserve-mkmodel: tensor %s: type %s cannot be converted "
+                "(supported: F32, F16, BF16, Q8_0)\n", in->name, rs_ggml_type_name(in->type));
+        return -1;
+    }
+    return convert_matrix(t, in);
+}
+
+static int convert(const struct opts *o, double t0)
+{
+    rs_gguf_writer *w = NULL;
+    rs_gguf *src = NULL;
+    struct tensor_list l = {0};
+    char err[512];
+    int rc = 1;
+    if (rs_gguf_open(o->convert, &src, err, sizeof(err)) != RS_OK) {
+        fprintf(stderr, "ringserve-mkmodel: --convert: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (rs_gguf_writer_create(&w) != RS_OK)
+        goto out;
+    for (uint64_t i = 0; i < rs_gguf_n_kv(src); i++)
+        if (rs_gguf_writer_copy_kv(w, src, i) != RS_OK)
+            goto out;
+    if (rs_gguf_writer_set_u32(w, "general.file_type", file_type_of(o->type)) != RS_OK)
+        goto out;
+    for (uint64_t i = 0; i < rs_gguf_n_tensors(src); i++)
+        if (convert_tensor(&l, rs_gguf_tensor(src, i), o->type) != 0)
+            goto out;
+    rc = finish(w, &l, o->out, t0);
+out:
+    list_free(&l);
+    rs_gguf_writer_destroy(&w);
+    rs_gguf_close(&src);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    rs_log_init("mkmodel");
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t0 = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return o.convert != NULL ? convert(&o, t0) : generate(&o, t0);
+}
