@@ -231,17 +231,65 @@ static int key_equals(const struct rs_gguf_str *k, const char *s)
     return k->len == n && memcmp(k->ptr, s, n) == 0;
 }
 
+static int cmp_kv_key(const void *a, const void *b)
+{
+    const struct rs_gguf_str *x = &(*(const struct gguf_kv *const *)a)->key;
+    const struct rs_gguf_str *y = &(*(const struct gguf_kv *const *)b)->key;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return x->len ? memcmp(x->ptr, y->ptr, x->len) : 0;
+}
+
+/*
+ * Duplicate keys by sorting pointers (n log n): the counts come from the
+ * file, so a pairwise check would let a crafted file stall the loader.
+ */
 static rs_err check_duplicate_keys(struct cursor *c, const struct rs_gguf *g)
 {
-    for (uint64_t i = 1; i < g->n_kv; i++)
-        for (uint64_t j = 0; j < i; j++)
-            if (g->kv[i].key.len == g->kv[j].key.len &&
-                memcmp(g->kv[i].key.ptr, g->kv[j].key.ptr, g->kv[i].key.len) == 0) {
-                char key[128];
-                key_text(&g->kv[i].key, key, sizeof(key));
-                return fail(c, "metadata '%s': duplicate key", key);
-            }
-    return RS_OK;
+    if (g->n_kv < 2)
+        return RS_OK;
+    const struct gguf_kv **v = malloc(g->n_kv * sizeof(*v));
+    if (v == NULL)
+        return fail(c, "metadata: out of memory checking %llu keys for duplicates",
+                    (unsigned long long)g->n_kv);
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        v[i] = &g->kv[i];
+    qsort(v, g->n_kv, sizeof(*v), cmp_kv_key);
+    rs_err rc = RS_OK;
+    for (uint64_t i = 1; i < g->n_kv && rc == RS_OK; i++)
+        if (cmp_kv_key(&v[i - 1], &v[i]) == 0) {
+            char key[128];
+            key_text(&v[i]->key, key, sizeof(key));
+            rc = fail(c, "metadata '%s': duplicate key", key);
+        }
+    free(v);
+    return rc;
+}
+
+static int cmp_tensor_name(const void *a, const void *b)
+{
+    return strcmp((*(const struct rs_gguf_tensor *const *)a)->name,
+                  (*(const struct rs_gguf_tensor *const *)b)->name);
+}
+
+/* Duplicate tensor names, by sorting for the same reason as the keys. */
+static rs_err check_duplicate_tensors(struct cursor *c, const struct rs_gguf *g)
+{
+    if (g->n_tensors < 2)
+        return RS_OK;
+    const struct rs_gguf_tensor **v = malloc(g->n_tensors * sizeof(*v));
+    if (v == NULL)
+        return fail(c, "tensors: out of memory checking %llu names for duplicates",
+                    (unsigned long long)g->n_tensors);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        v[i] = &g->tensors[i];
+    qsort(v, g->n_tensors, sizeof(*v), cmp_tensor_name);
+    rs_err rc = RS_OK;
+    for (uint64_t i = 1; i < g->n_tensors && rc == RS_OK; i++)
+        if (strcmp(v[i - 1]->name, v[i]->name) == 0)
+            rc = fail(c, "tensor '%s': duplicate name", v[i]->name);
+    free(v);
+    return rc;
 }
 
 static rs_err parse_tensor_info(struct cursor *c, struct rs_gguf_tensor *t, uint64_t idx)
@@ -253,6 +301,8 @@ static rs_err parse_tensor_info(struct cursor *c, struct rs_gguf_tensor *t, uint
     if (name.len == 0 || name.len > RS_GGUF_MAX_NAME)
         return fail(c, "tensor %llu: name length %llu not in 1..%d", (unsigned long long)idx,
                     (unsigned long long)name.len, RS_GGUF_MAX_NAME);
+    if (memchr(name.ptr, '\0', name.len) != NULL)
+        return fail(c, "tensor %llu: name contains a NUL byte", (unsigned long long)idx);
     memcpy(t->name, name.ptr, name.len);
     t->name[name.len] = '\0';
     if (!take(c, &t->n_dims, 4))
@@ -322,11 +372,8 @@ static rs_err place_tensors(struct cursor *c, struct rs_gguf *g)
                         "(data section is %llu bytes)", t->name, (unsigned long long)t->offset,
                         (unsigned long long)t->nbytes, (unsigned long long)data_size);
         t->data = g->base + g->data_off + t->offset;
-        for (uint64_t j = 0; j < i; j++)
-            if (strcmp(g->tensors[j].name, t->name) == 0)
-                return fail(c, "tensor '%s': duplicate name", t->name);
     }
-    return RS_OK;
+    return check_duplicate_tensors(c, g);
 }
 
 static rs_err parse_header(struct cursor *c, struct rs_gguf *g)

@@ -165,12 +165,18 @@ rs_err rs_gguf_writer_copy_kv(rs_gguf_writer *w, const rs_gguf *g, uint64_t idx)
 
 /*
  * Adds a tensor; `data` (nbytes = rs_ggml_row_bytes(type, ne[0]) * rows) is
- * borrowed until rs_gguf_writer_write returns.
+ * borrowed until rs_gguf_writer_write returns. RS_EINVAL for what the reader
+ * would reject (empty or over-long name, n_dims not 1..4, a zero or absurd
+ * dim, unknown type, row not whole blocks), RS_EEXIST for a repeated name.
  */
 rs_err rs_gguf_writer_add_tensor(rs_gguf_writer *w, const char *name, enum rs_ggml_type type,
                                  uint32_t n_dims, const uint64_t *ne, const void *data);
 
-/* Writes the file (to a temporary name, then rename). */
+/*
+ * Writes the file (to a temporary name, then rename), aligned to
+ * general.alignment when that key is set (RS_EINVAL unless it is a u32 power
+ * of two up to 65536), else to 32 bytes. RS_EIO on a write failure.
+ */
 rs_err rs_gguf_writer_write(rs_gguf_writer *w, const char *path);
 
 #endif

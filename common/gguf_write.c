@@ -213,6 +213,13 @@ rs_err rs_gguf_writer_add_tensor(rs_gguf_writer *w, const char *name, enum rs_gg
     if (strlen(name) == 0 || strlen(name) > RS_GGUF_MAX_NAME || n_dims == 0 ||
         n_dims > RS_GGUF_MAX_DIMS || bs == 0 || ne[0] % bs != 0)
         return RS_EINVAL;
+    /* The reader's limits, so the writer never makes a file the reader rejects. */
+    for (uint64_t d = 0, n = 1; d < n_dims; n *= ne[d], d++)
+        if (ne[d] == 0 || ne[d] > (1ull << 40) || n > UINT64_MAX / ne[d])
+            return RS_EINVAL;
+    for (size_t i = 0; i < w->n_tensors; i++)
+        if (strcmp(w->tensors[i].name, name) == 0)
+            return RS_EEXIST;
     if (w->n_tensors == w->cap_tensors) {
         size_t cap = w->cap_tensors ? w->cap_tensors * 2 : 64;
         struct writer_tensor *t = realloc(w->tensors, cap * sizeof(*t));
@@ -243,15 +250,39 @@ static int put_str(FILE *f, const char *s, uint64_t len)
 
 static int pad_to(FILE *f, uint64_t align)
 {
-    static const uint8_t zeros[64];
+    static const uint8_t zeros[256];
     long pos = ftell(f);
     if (pos < 0)
         return 0;
     uint64_t pad = (align - (uint64_t)pos % align) % align;
-    return pad == 0 || fwrite(zeros, pad, 1, f) == 1;
+    for (uint64_t n; pad > 0; pad -= n) {
+        n = pad < sizeof(zeros) ? pad : sizeof(zeros);
+        if (fwrite(zeros, n, 1, f) != 1)
+            return 0;
+    }
+    return 1;
 }
 
-static int write_header(rs_gguf_writer *w, FILE *f)
+/*
+ * The alignment the file declares: general.alignment when set (for instance
+ * copied from another file), else the GGUF default. 0 when the key holds
+ * something the reader would reject, so no unreadable file is written.
+ */
+static uint64_t file_alignment(const rs_gguf_writer *w)
+{
+    for (size_t i = 0; i < w->n_kv; i++) {
+        if (strcmp(w->kv[i].key, "general.alignment") != 0)
+            continue;
+        uint32_t a = 0;
+        if (w->kv[i].type != RS_GGUF_U32 || w->kv[i].raw_len != 4)
+            return 0;
+        memcpy(&a, w->kv[i].raw, 4);
+        return a != 0 && (a & (a - 1)) == 0 && a <= (1u << 16) ? a : 0;
+    }
+    return RS_GGUF_DEFAULT_ALIGNMENT;
+}
+
+static int write_header(rs_gguf_writer *w, FILE *f, uint64_t align)
 {
     uint32_t magic = 0x46554747u, version = 3;
     uint64_t nt = w->n_tensors, nk = w->n_kv;
@@ -266,8 +297,7 @@ static int write_header(rs_gguf_writer *w, FILE *f)
         struct writer_tensor *t = &w->tensors[i];
         uint32_t type = t->type;
         t->offset = off;
-        off += (t->nbytes + RS_GGUF_DEFAULT_ALIGNMENT - 1) / RS_GGUF_DEFAULT_ALIGNMENT *
-               RS_GGUF_DEFAULT_ALIGNMENT;
+        off += (t->nbytes + align - 1) / align * align;
         ok = put_str(f, t->name, strlen(t->name)) && fwrite(&t->n_dims, 4, 1, f) == 1 &&
              fwrite(t->ne, 8, t->n_dims, f) == t->n_dims && fwrite(&type, 4, 1, f) == 1 &&
              fwrite(&t->offset, 8, 1, f) == 1;
@@ -278,6 +308,12 @@ static int write_header(rs_gguf_writer *w, FILE *f)
 rs_err rs_gguf_writer_write(rs_gguf_writer *w, const char *path)
 {
     char tmp[4096];
+    uint64_t align = file_alignment(w);
+    if (align == 0) {
+        rs_log_error("gguf writer: %s: general.alignment is not a u32 power of two up to 65536",
+                     path);
+        return RS_EINVAL;
+    }
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
         return RS_EINVAL;
     FILE *f = fopen(tmp, "wb");
@@ -285,10 +321,10 @@ rs_err rs_gguf_writer_write(rs_gguf_writer *w, const char *path)
         rs_log_error("gguf writer: cannot create %s: %s", tmp, strerror(errno));
         return RS_EIO;
     }
-    int ok = write_header(w, f) && pad_to(f, RS_GGUF_DEFAULT_ALIGNMENT);
+    int ok = write_header(w, f, align) && pad_to(f, align);
     for (size_t i = 0; ok && i < w->n_tensors; i++)
         ok = fwrite(w->tensors[i].data, 1, w->tensors[i].nbytes, f) == w->tensors[i].nbytes &&
-             pad_to(f, RS_GGUF_DEFAULT_ALIGNMENT);
+             pad_to(f, align);
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
         rs_log_error("gguf writer: writing %s failed: %s", path, strerror(errno));

@@ -35,7 +35,7 @@ enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_UNUSED = 5, TOKEN_BYTE = 6 };
 struct opts {
     const char *out, *convert, *vocab_from;
     long dim, layers, heads, kv_heads, ffn, vocab, ctx;
-    int tied;
+    int tied, vocab_only;
     float rope_base;
     unsigned long long seed;
     enum rs_ggml_type type;
@@ -62,10 +62,12 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ringserve-mkmodel -o OUT.gguf --dim D --layers L --heads H [--kv-heads K]\n"
             "                         --ffn F --vocab V [--ctx C] [--type f32|f16|bf16|q8_0]\n"
-            "                         [--tied] [--rope-base B] [--vocab-from FILE.gguf] [--seed S]\n"
+            "                         [--tied] [--rope-base B] [--vocab-from FILE.gguf]\n"
+            "                         [--seed S] [--vocab-only]\n"
             "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type f32|f16|bf16|q8_0\n"
             "Random weights: approximately normal, std %.2f, from --seed (default 0); norms 1.\n"
             "--vocab may be omitted with --vocab-from (it must then equal that vocab's size).\n"
+            "--vocab-only writes the metadata and vocab but no tensors (for tokenizer tests).\n"
             "Without --vocab-from: 256 byte tokens, <s>, </s>, then <unused_N> up to --vocab.\n",
             (double)WEIGHT_STD);
 }
@@ -116,7 +118,7 @@ static uint32_t file_type_of(enum rs_ggml_type t)
 
 enum {
     OPT_DIM = 256, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS, OPT_FFN, OPT_VOCAB, OPT_CTX, OPT_TYPE,
-    OPT_TIED, OPT_ROPE_BASE, OPT_VOCAB_FROM, OPT_SEED, OPT_CONVERT
+    OPT_TIED, OPT_ROPE_BASE, OPT_VOCAB_FROM, OPT_SEED, OPT_CONVERT, OPT_VOCAB_ONLY
 };
 
 /* Numeric shape options: option id, flag name, field, minimum, maximum. */
@@ -150,7 +152,9 @@ static int parse_opt(struct opts *o, int id, const char *arg)
     char *end;
     switch (id) {
     case OPT_TYPE:
-        return parse_type(arg, &o->type) ? 0 : bad_arg("--type '%s': expected f32, f16, bf16 or q8_0", arg);
+        if (!parse_type(arg, &o->type))
+            return bad_arg("--type '%s': expected f32, f16, bf16 or q8_0", arg);
+        return 0;
     case OPT_TIED: o->tied = 1; o->shape_given = 1; return 0;
     case OPT_ROPE_BASE:
         o->rope_base = strtof(arg, &end);
@@ -166,6 +170,7 @@ static int parse_opt(struct opts *o, int id, const char *arg)
             return bad_arg("--seed '%s': expected a non-negative integer", arg);
         return 0;
     case OPT_CONVERT: o->convert = arg; return 0;
+    case OPT_VOCAB_ONLY: o->vocab_only = 1; o->shape_given = 1; return 0;
     default: return EXIT_USAGE;
     }
 }
@@ -199,7 +204,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"ctx", 1, 0, OPT_CTX},       {"type", 1, 0, OPT_TYPE},
         {"tied", 0, 0, OPT_TIED},     {"rope-base", 1, 0, OPT_ROPE_BASE},
         {"vocab-from", 1, 0, OPT_VOCAB_FROM}, {"seed", 1, 0, OPT_SEED},
-        {"convert", 1, 0, OPT_CONVERT}, {"output", 1, 0, 'o'},
+        {"convert", 1, 0, OPT_CONVERT}, {"vocab-only", 0, 0, OPT_VOCAB_ONLY},
+        {"output", 1, 0, 'o'},
         {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
     *o = (struct opts){.ctx = 2048, .rope_base = 10000.0f, .type = RS_GGML_F32};
     int c, rc;
@@ -506,7 +512,8 @@ static int generate(const struct opts *o, double t0)
     } else if (write_byte_vocab(w, n_vocab) != RS_OK) {
         goto out;
     }
-    if (set_hparams(w, o, n_vocab) != RS_OK || gen_tensors(&l, o, n_vocab) != 0) {
+    if (set_hparams(w, o, n_vocab) != RS_OK ||
+        (!o->vocab_only && gen_tensors(&l, o, n_vocab) != 0)) {
         fprintf(stderr, "ringserve-mkmodel: out of memory building the model\n");
         goto out;
     }
