@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CPU backend: fills rs_backend_cpu. Weights stay a view of the mapped
+ * GGUF; the KV cache is one F32 allocation of paged blocks; a step runs as
+ * one SPMD function on the persistent pool (cpu_forward.c), after this file
+ * sizes the scratch and splits the attention work.
+ * Leaves out: F16/quantized KV storage (F32 keeps attention exact and simple;
+ * launcherd/README.md has the sizes), NUMA placement.
+ */
+#include "launcherd/engine/cpu_forward.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+static struct kern_mat mat_of(const struct llama_mat *m)
+{
+    struct kern_mat k = {m->data, m->type, m->rows, m->cols, m->row_bytes};
+    return k;
+}
+
+static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *opts, void **out)
+{
+    *out = NULL;
+    struct cpu_state *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return RS_ENOMEM;
+    s->d = d;
+    s->hp = d->hp;
+    s->isa = opts->isa == RS_MODEL_ISA_AUTO ? kern_isa_detect() : (enum kern_isa)opts->isa;
+    if (!kern_isa_supported(s->isa)) {
+        rs_log_error("cpu: this CPU cannot run the %s kernels", kern_isa_name(s->isa));
+        free(s);
+        return RS_EUNSUPPORTED;
+    }
+    s->layers = calloc(s->hp.n_layers, sizeof(*s->layers));
+    if (s->layers == NULL) {
+        free(s);
+        return RS_ENOMEM;
+    }
+    for (uint32_t i = 0; i < s->hp.n_layers; i++) {
+        const struct llama_layer *l = &d->layers[i];
+        struct cpu_layer *c = &s->layers[i];
+        c->wq = mat_of(&l->wq);
+        c->wk = mat_of(&l->wk);
+        c->wv = mat_of(&l->wv);
+        c->wo = mat_of(&l->wo);
+        c->w_gate = mat_of(&l->w_gate);
+        c->w_up = mat_of(&l->w_up);
+        c->w_down = mat_of(&l->w_down);
+    }
+    s->output = mat_of(&d->output);
+    rs_err rc = pool_create(opts->n_threads, opts->barrier_spin_us, opts->idle_spin_us, &s->pool);
+    if (rc != RS_OK) {
+        free(s->layers);
+        free(s);
+        return rc;
+    }
+    s->nt = opts->n_threads;
+    snprintf(s->describe, sizeof(s->describe), "cpu %s %d thread%s", kern_isa_name(s->isa), s->nt,
+             s->nt == 1 ? "" : "s");
+    *out = s;
+    return RS_OK;
+}
+
+static void free_scratch(struct cpu_state *s)
+{
+    free(s->rows_mem);
+    free(s->thread_mem);
+    free(s->logits);
+    free(s->row_seq);
+    free(s->seq_logit);
+    s->rows_mem = s->thread_mem = s->logits = NULL;
+    s->row_seq = NULL;
+    s->seq_logit = NULL;
+    s->cap_rows = s->cap_npos = s->cap_want = s->cap_seqs = 0;
+}
+
+static void cpu_destroy(void *st)
+{
+    struct cpu_state *s = st;
+    if (s == NULL)
+        return;
+    pool_destroy(&s->pool);
+    free_scratch(s);
+    free(s->layers);
+    free(s);
+}
+
+static size_t cpu_kv_block_bytes(const void *st, uint32_t block_size)
+{
+    const struct cpu_state *s = st;
+    size_t kv_dim = (size_t)s->hp.n_kv_heads * s->hp.head_dim;
+    return 2 * (size_t)s->hp.n_layers * block_size * kv_dim * sizeof(float);
+}
+
+static rs_err cpu_kv_alloc(void *st, uint32_t n_blocks, uint32_t block_size, void **out)
+{
+    struct cpu_state *s = st;
+    *out = NULL;
+    struct cpu_kv *kv = calloc(1, sizeof(*kv));
+    size_t bytes = cpu_kv_block_bytes(s, block_size) * n_blocks; /* overflow checked by model.c */
+    /* calloc of a large size maps fresh zero pages: untouched blocks cost no memory. */
+    if (kv == NULL || (kv->mem = calloc(1, bytes)) == NULL) {
+        rs_log_error("cpu: cannot allocate a KV cache of %zu bytes", bytes);
+        free(kv);
+        return RS_ENOMEM;
+    }
+    kv->n_blocks = n_blocks;
+    kv->block_size = block_size;
+    kv->block_stride = (size_t)s->hp.n_kv_heads * block_size * s->hp.head_dim;
+    kv->layer_floats = kv->block_stride * n_blocks;
+    *out = kv;
+    return RS_OK;
+}
+
+static void cpu_kv_free(void *st, void *kvp)
+{
+    (void)st;
+    struct cpu_kv *kv = kvp;
+    if (kv != NULL)
+        free(kv->mem);
+    free(kv);
+}
+
+/* Grows the per-row, per-thread and logits scratch to this step's needs. */
+static rs_err ensure_scratch(struct cpu_state *s, uint32_t rows, uint32_t npos, uint32_t want,
+                             uint32_t n_seqs)
+{
+    const struct rs_model_hparams *hp = &s->hp;
+    if (rows > s->cap_rows) {
+        free(s->rows_mem);
+        free(s->row_seq);
+        s->rows_mem = malloc((size_t)rows * cpu_row_floats(hp) * sizeof(float));
+        s->row_seq = malloc((size_t)rows * 2 * sizeof(uint32_t));
+        s->cap_rows = s->rows_mem && s->row_seq ? rows : 0;
+        if (s->cap_rows == 0)
+            goto oom;
+        cpu_carve_rows(s);
+    }
+    if (npos > s->cap_npos) {
+        free(s->thread_mem);
+        s->thread_mem = malloc((size_t)s->nt * cpu_thread_floats(hp, npos) * sizeof(float));
+        s->cap_npos = s->thread_mem ? npos : 0;
+        if (s->cap_npos == 0)
+            goto oom;
+    }
+    if (want > s->cap_want) {
+        free(s->logits);
+        s->logits = malloc((size_t)want * (hp->n_vocab + hp->dim) * sizeof(float));
+        s->cap_want = s->logits ? want : 0;
+        if (s->cap_want == 0)
+            goto oom;
+    }
+    if (n_seqs > s->cap_seqs) {
+        free(s->seq_logit);
+        s->seq_logit = malloc((size_t)n_seqs * sizeof(int32_t));
+        s->cap_seqs = s->seq_logit ? n_seqs : 0;
+        if (s->cap_seqs == 0)
+            goto oom;
+    }
+    return RS_OK;
+oom:
+    rs_log_error("cpu: out of memory for step scratch (%u tokens, %u positions)", rows, npos);
+    free_scratch(s);
+    return RS_ENOMEM;
+}
+
+static rs_err cpu_step(void *st, void *kvp, const struct rs_model_seq *seqs, uint32_t n_seqs)
+{
+    struct cpu_state *s = st;
+    uint32_t rows = 0, want = 0, npos = 0;
+    for (uint32_t i = 0; i < n_seqs; i++) {
+        rows += seqs[i].n_tokens;
+        want += seqs[i].want_logits != 0;
+        uint32_t end = seqs[i].pos0 + seqs[i].n_tokens;
+        npos = end > npos ? end : npos;
+    }
+    rs_err rc = ensure_scratch(s, rows, npos, want, n_seqs);
+    if (rc != RS_OK)
+        return rc;
+    s->kv = kvp;
+    s->seqs = seqs;
+    s->n_seqs = n_seqs;
+    s->n_rows = rows;
+    s->n_want = want;
+    cpu_plan_step(s);
+    pool_run(s->pool, cpu_forward_thread, s);
+    return RS_OK;
+}
+
+static const float *cpu_logits(void *st, uint32_t seq)
+{
+    struct cpu_state *s = st;
+    if (seq >= s->n_seqs || s->seq_logit[seq] < 0)
+        return NULL;
+    return s->logits + (size_t)s->seq_logit[seq] * s->hp.n_vocab;
+}
+
+static const char *cpu_describe(const void *st)
+{
+    return ((const struct cpu_state *)st)->describe;
+}
+
+const struct rs_backend_ops rs_backend_cpu = {
+    .name = "cpu",
+    .load = cpu_load,
+    .destroy = cpu_destroy,
+    .kv_block_bytes = cpu_kv_block_bytes,
+    .kv_alloc = cpu_kv_alloc,
+    .kv_free = cpu_kv_free,
+    .step = cpu_step,
+    .logits = cpu_logits,
+    .sync = NULL,
+    .describe = cpu_describe,
+};

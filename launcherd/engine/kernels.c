@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel dispatch (one switch per call, never per element), CPU detection,
+ * and the row-local ops whose cost is small next to the GEMMs: RMSNorm, RoPE
+ * and SwiGLU. Those are plain C shared by every variant, so they cannot make
+ * the SIMD and portable variants disagree beyond the GEMM/attention rounding.
+ */
+#include "launcherd/engine/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+int kern_isa_supported(enum kern_isa isa)
+{
+    if (isa == KERN_PORTABLE)
+        return 1;
+#if defined(__x86_64__)
+    if (isa == KERN_AVX2) {
+        unsigned a, b, c, d;
+        if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C))
+            return 0;
+        /* __builtin_cpu_supports also checks that the OS saves the YMM state. */
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+#endif
+    return 0;
+}
+
+enum kern_isa kern_isa_detect(void)
+{
+    return kern_isa_supported(KERN_AVX2) ? KERN_AVX2 : KERN_PORTABLE;
+}
+
+const char *kern_isa_name(enum kern_isa isa)
+{
+    return isa == KERN_AVX2 ? "avx2" : "portable";
+}
+
+int kern_type_supported(enum rs_ggml_type t)
+{
+    return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0;
+}
+
+size_t kern_gemm_scratch_floats(uint32_t cols)
+{
+    /* A 4-row widened panel, each row padded to a multiple of 8. */
+    return 4 * (((size_t)cols + 7) & ~(size_t)7);
+}
+
+void kern_gemm(enum kern_isa isa, const struct kern_mat *w, const float *x, size_t ldx,
+               uint32_t n_rows, float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
+               float *scratch)
+{
+    if (isa == KERN_AVX2)
+        kern_gemm_avx2(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
+    else
+        kern_gemm_portable(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
+}
+
+void kern_attention(enum kern_isa isa, const struct kern_kv_layout *kv, const uint32_t *table,
+                    uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                    const float *q, float *scores, float *out)
+{
+    if (isa == KERN_AVX2)
+        kern_attention_avx2(kv, table, kv_head, n_group, n_pos, scale, q, scores, out);
+    else
+        kern_attention_portable(kv, table, kv_head, n_group, n_pos, scale, q, scores, out);
+}
+
+void kern_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out)
+{
+    /* Double lanes: the mean of squares is the one reduction here that can lose digits. */
+    double acc[4] = {0, 0, 0, 0};
+    uint32_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; j++)
+            acc[j] += (double)x[i + j] * x[i + j];
+    for (; i < n; i++)
+        acc[0] += (double)x[i] * x[i];
+    double mean = ((acc[0] + acc[2]) + (acc[1] + acc[3])) / n;
+    float scale = (float)(1.0 / sqrt(mean + (double)eps));
+    for (i = 0; i < n; i++)
+        out[i] = w[i] * (x[i] * scale);
+}
+
+void kern_rope_table(uint32_t pos, uint32_t rope_dim, float base, float pos_scale,
+                     const float *freq_factors, float *cs)
+{
+    double p = (double)pos * (double)pos_scale;
+    for (uint32_t i = 0; i < rope_dim / 2; i++) {
+        double theta = p * pow((double)base, -2.0 * (double)i / (double)rope_dim);
+        if (freq_factors != NULL)
+            theta /= (double)freq_factors[i];
+        cs[2 * i] = (float)cos(theta);
+        cs[2 * i + 1] = (float)sin(theta);
+    }
+}
+
+void kern_rope_apply(float *x, uint32_t c0, uint32_t c1, uint32_t head_dim, uint32_t rope_dim,
+                     const float *cs)
+{
+    for (uint32_t c = c0; c + 1 < c1; c += 2) {
+        uint32_t i = c % head_dim;
+        if (i >= rope_dim)
+            continue;
+        float co = cs[i], si = cs[i + 1];
+        float a = x[c], b = x[c + 1];
+        x[c] = a * co - b * si;
+        x[c + 1] = a * si + b * co;
+    }
+}
+
+void kern_swiglu(float *g, const float *u, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        float v = g[i];
+        g[i] = v / (1.0f + expf(-v)) * u[i];
+    }
+}

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CPU kernels of the forward pass: matrix times activations over F32, F16,
+ * BF16 and Q8_0 weights (dequantized on the fly), paged attention for one
+ * query row, and the row-local ops (RMSNorm, RoPE, SwiGLU).
+ *
+ * Batch invariance is a property of these kernels. Every output element is
+ * computed by one fixed sequence of float operations that depends only on
+ * the length of the reduction, never on how many rows are in the batch, how
+ * the work is tiled or which thread runs it:
+ *   dot(w, x) over K: lane j of an 8-lane accumulator sums w[k]*x[k] for
+ *   k = j, j+8, ... in increasing k (a zero-padded last step covers K % 8);
+ *   the lanes are then added in the fixed tree ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).
+ * Weights are widened to F32 exactly (F16, BF16 and Q8_0 d*q are all exact
+ * in F32), so a quantized matrix gives bit for bit the result of the F32
+ * matrix holding its dequantized values. The AVX2 variant uses FMA for each
+ * step; the portable variant a rounded multiply then add, so the two differ
+ * in the last bits (the test checks a tolerance) and a process uses one.
+ * Leaves out: K-quants and Q4_0 (see launcherd/README.md), AVX-512.
+ */
+#ifndef RS_ENGINE_KERNELS_H
+#define RS_ENGINE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gguf.h"
+
+/* Instruction-set variant, chosen once at model load. */
+enum kern_isa {
+    KERN_PORTABLE = 0, /* plain C, any x86-64 (or other) CPU */
+    KERN_AVX2 = 1,     /* AVX2 + FMA + F16C */
+};
+
+/* The best variant this CPU runs. Any thread. */
+enum kern_isa kern_isa_detect(void);
+
+/* 1 when this CPU can run `isa`. */
+int kern_isa_supported(enum kern_isa isa);
+
+/* "portable" or "avx2". */
+const char *kern_isa_name(enum kern_isa isa);
+
+/* A weight matrix: `rows` output features of `cols` inputs each (ggml ne[1] x ne[0]). */
+struct kern_mat {
+    const void *data;       /* borrowed: rows * row_bytes bytes (usually the mmap'd file) */
+    enum rs_ggml_type type; /* RS_GGML_F32, F16, BF16 or Q8_0 */
+    uint32_t rows;
+    uint32_t cols;    /* a multiple of 32 for Q8_0 */
+    size_t row_bytes; /* rs_ggml_row_bytes(type, cols) */
+};
+
+/* 1 when the GEMM handles weights of type t. */
+int kern_type_supported(enum rs_ggml_type t);
+
+/* Floats of per-thread scratch kern_gemm needs for matrices of `cols` inputs. */
+size_t kern_gemm_scratch_floats(uint32_t cols);
+
+/*
+ * Y = X W^T over a slice of output features:
+ *   y[m * ldy + n] (+)= dot(row n of w, x + m * ldx)   for m < n_rows, n0 <= n < n1
+ * accumulate = 0 stores the dot; 1 adds it to the value already in y (the
+ * residual connection; the dot is rounded first, then added). x holds
+ * n_rows rows of w->cols floats; x and y must not overlap. scratch:
+ * kern_gemm_scratch_floats(w->cols) floats owned by the calling thread.
+ * Any thread; threads may work on disjoint [n0, n1) slices concurrently.
+ */
+void kern_gemm(enum kern_isa isa, const struct kern_mat *w, const float *x, size_t ldx,
+               uint32_t n_rows, float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
+               float *scratch);
+
+/*
+ * Paged KV cache geometry of one layer, as the attention kernel reads it.
+ * Position t of a sequence lives in block table[t / block_size], slot
+ * t % block_size; inside a block, KV head h's vectors for the block's slots
+ * are contiguous: k + block * block_stride + (h * block_size + slot) * head_dim.
+ */
+struct kern_kv_layout {
+    const float *k;      /* this layer's keys, n_blocks * block_stride floats */
+    const float *v;      /* values, same layout */
+    size_t block_stride; /* floats per block per layer: n_kv_heads * block_size * head_dim */
+    uint32_t block_size; /* tokens per block */
+    uint32_t head_dim;
+};
+
+/*
+ * Causal attention of one query row for the n_group query heads that share
+ * KV head kv_head (GQA), over positions 0 .. n_pos-1 of one sequence:
+ *   out[g] = sum_t softmax_t(scale * q[g] . k_t) v_t
+ * q and out: n_group * head_dim floats. table: the sequence's block table,
+ * at least ceil(n_pos / block_size) entries, all already validated. scores:
+ * scratch of n_group * n_pos floats. Reductions run in position order, so a
+ * row's result does not depend on what else is in the batch.
+ */
+void kern_attention(enum kern_isa isa, const struct kern_kv_layout *kv, const uint32_t *table,
+                    uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                    const float *q, float *scores, float *out);
+
+/* out[i] = x[i] * w[i] / sqrt(mean(x^2) + eps), n values; ISA-independent. */
+void kern_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out);
+
+/*
+ * Rotation table for one position: cs[2i] = cos(theta_i), cs[2i+1] =
+ * sin(theta_i), theta_i = pos * pos_scale * base^(-2i / rope_dim) / ff[i]
+ * (ff = freq_factors, or 1 when NULL), for i < rope_dim / 2, computed in
+ * double precision and rounded once.
+ */
+void kern_rope_table(uint32_t pos, uint32_t rope_dim, float base, float pos_scale,
+                     const float *freq_factors, float *cs);
+
+/*
+ * Rotates the adjacent pairs (x[c], x[c+1]) for even c in [c0, c1) whose
+ * index inside its head, i = c % head_dim, is below rope_dim, by the angle of
+ * pair i / 2 in the table from kern_rope_table (llama.cpp's "normal" RoPE, as
+ * GGUF llama files expect). c0 must be even. Working on a column range lets
+ * each thread rotate the Q/K columns it just computed.
+ */
+void kern_rope_apply(float *x, uint32_t c0, uint32_t c1, uint32_t head_dim, uint32_t rope_dim,
+                     const float *cs);
+
+/* g[i] = silu(g[i]) * u[i], n values (SwiGLU); ISA-independent. */
+void kern_swiglu(float *g, const float *u, uint32_t n);
+
+/* --- variants, called through the dispatchers above ----------------------- */
+void kern_gemm_portable(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                        float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
+                        float *scratch);
+void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                    float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
+                    float *scratch);
+void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *table,
+                             uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                             const float *q, float *scores, float *out);
+void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
+                         uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                         const float *q, float *scores, float *out);
+
+#endif

@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * AVX2 + FMA + F16C kernels (compiled with target attributes, so the binary
+ * still runs on any x86-64; kernels.c calls them only when the CPU has them).
+ * GEMM: register tiles of up to 3 activation rows x 4 weight rows, each
+ * accumulator one (row, feature) pair with 8 lanes along K, reduced by the
+ * fixed tree in kernels.h. Up to 3 rows (decode) the weights are widened in
+ * registers; from 4 rows on, each 4-row weight tile is first widened into an
+ * F32 panel that all row tiles reuse. Both give the same bits, because the
+ * widening is exact and each element sees the same FMA sequence.
+ * Leaves out: AVX-512 (same FMA throughput on the Zen 4 this was tuned on).
+ */
+#include "launcherd/engine/kernels.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define INL static inline __attribute__((always_inline)) TGT
+
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL _Pragma("GCC unroll 8")
+#endif
+
+#define MR 3 /* activation rows per register tile */
+#define NR 4 /* weight rows per register tile */
+#define Q8_BYTES 34
+
+/* --- reductions ----------------------------------------------------------- */
+
+/* The fixed tree of kernels.h for one accumulator. */
+INL float hsum1(__m256 a)
+{
+    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 s2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/* Four accumulators reduced at once; lane i equals hsum1 of the i-th argument. */
+INL __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 b4 = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    __m128 c4 = _mm_add_ps(_mm256_castps256_ps128(c), _mm256_extractf128_ps(c, 1));
+    __m128 d4 = _mm_add_ps(_mm256_castps256_ps128(d), _mm256_extractf128_ps(d, 1));
+    __m128 ab = _mm_add_ps(_mm_movelh_ps(a4, b4), _mm_movehl_ps(b4, a4));
+    __m128 cd = _mm_add_ps(_mm_movelh_ps(c4, d4), _mm_movehl_ps(d4, c4));
+    return _mm_add_ps(_mm_shuffle_ps(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
+                      _mm_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Lanes [0, n) set, for the zero-padded last step (n in 1..7). */
+INL __m256i tail_mask(uint32_t n)
+{
+    static const int32_t ramp[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    return _mm256_loadu_si256((const __m256i *)(ramp + 8 - n));
+}
+
+/* Writes (or adds) an MR_ x NR_ block of reduced sums at y. */
+INL void store_tile(int mr, int nr, __m256 acc[MR][NR], float *y, size_t ldy, int accumulate)
+{
+    UNROLL for (int m = 0; m < mr; m++) {
+        float *ym = y + (size_t)m * ldy;
+        if (nr == NR) {
+            __m128 s = hsum4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+            if (accumulate)
+                s = _mm_add_ps(_mm_loadu_ps(ym), s);
+            _mm_storeu_ps(ym, s);
+        } else {
+            UNROLL for (int n = 0; n < nr; n++) {
+                float s = hsum1(acc[m][n]);
+                ym[n] = accumulate ? ym[n] + s : s;
+            }
+        }
+    }
+}
+
+/* --- widening loads ------------------------------------------------------- */
+
+INL __m256 load_f16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+INL __m256 load_bf16(const uint16_t *p)
+{
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+/* 8 values q[0..7] * d of a Q8_0 block; the product is exact in F32. */
+INL __m256 load_q8(const int8_t *q, __m256 d)
+{
+    __m128i b = _mm_loadl_epi64((const __m128i *)q);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), d);
+}
+
+INL __m256 q8_scale(const uint8_t *block)
+{
+    uint16_t h;
+    memcpy(&h, block, 2);
+    return _mm256_set1_ps(_cvtsh_ss(h));
+}
+
+/* Widens 16-bit values [k, n) into 8 floats, zero-padded (F16 and BF16 zero is +0). */
+INL __m256 load_tail16(const uint16_t *p, uint32_t n, int bf16)
+{
+    uint16_t t[8] = {0};
+    memcpy(t, p, n * sizeof(uint16_t));
+    return bf16 ? load_bf16(t) : load_f16(t);
+}
+
+/* --- F32 weight rows (the matrix itself or a widened panel) --------------- */
+
+INL void tile_f32(int mr, int nr, const float *const *wr, const float *x, size_t ldx, uint32_t K,
+                  float *y, size_t ldy, int accumulate)
+{
+    __m256 acc[MR][NR];
+    UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
+        _mm256_setzero_ps();
+    uint32_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 xv[MR];
+        UNROLL for (int m = 0; m < mr; m++) xv[m] = _mm256_loadu_ps(x + (size_t)m * ldx + k);
+        UNROLL for (int n = 0; n < nr; n++) {
+            __m256 wv = _mm256_loadu_ps(wr[n] + k);
+            UNROLL for (int m = 0; m < mr; m++) acc[m][n] = _mm256_fmadd_ps(wv, xv[m], acc[m][n]);
+        }
+    }
+    if (k < K) {
+        __m256i mask = tail_mask(K - k);
+        __m256 xv[MR];
+        UNROLL for (int m = 0; m < mr; m++) xv[m] =
+            _mm256_maskload_ps(x + (size_t)m * ldx + k, mask);
+        UNROLL for (int n = 0; n < nr; n++) {
+            __m256 wv = _mm256_maskload_ps(wr[n] + k, mask);
+            UNROLL for (int m = 0; m < mr; m++) acc[m][n] = _mm256_fmadd_ps(wv, xv[m], acc[m][n]);
+        }
+    }
+    store_tile(mr, nr, acc, y, ldy, accumulate);
+}
+
+/* Same, widening F16 (bf16 = 0) or BF16 (bf16 = 1) rows in registers. */
+INL void tile_h16(int mr, int nr, int bf16, const uint16_t *const *wr, const float *x, size_t ldx,
+                  uint32_t K, float *y, size_t ldy, int accumulate)
+{
+    __m256 acc[MR][NR];
+    UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
+        _mm256_setzero_ps();
+    uint32_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 xv[MR];
+        UNROLL for (int m = 0; m < mr; m++) xv[m] = _mm256_loadu_ps(x + (size_t)m * ldx + k);
+        UNROLL for (int n = 0; n < nr; n++) {
+            __m256 wv = bf16 ? load_bf16(wr[n] + k) : load_f16(wr[n] + k);
+            UNROLL for (int m = 0; m < mr; m++) acc[m][n] = _mm256_fmadd_ps(wv, xv[m], acc[m][n]);
+        }
+    }
+    if (k < K) {
+        __m256i mask = tail_mask(K - k);
+        __m256 xv[MR];
+        UNROLL for (int m = 0; m < mr; m++) xv[m] =
+            _mm256_maskload_ps(x + (size_t)m * ldx + k, mask);
+        UNROLL for (int n = 0; n < nr; n++) {
+            __m256 wv = load_tail16(wr[n] + k, K - k, bf16);
+            UNROLL for (int m = 0; m < mr; m++) acc[m][n] = _mm256_fmadd_ps(wv, xv[m], acc[m][n]);
+        }
+    }
+    store_tile(mr, nr, acc, y, ldy, accumulate);
+}
+
+/* Same over Q8_0 rows (K a multiple of 32): one scale load per block. */
+INL void tile_q8(int mr, int nr, const uint8_t *const *wr, const float *x, size_t ldx, uint32_t K,
+                 float *y, size_t ldy, int accumulate)
+{
+    __m256 acc[MR][NR];
+    UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
+        _mm256_setzero_ps();
+    for (uint32_t b = 0; b < K / 32; b++) {
+        UNROLL for (int n = 0; n < nr; n++) {
+            const uint8_t *blk = wr[n] + (size_t)b * Q8_BYTES;
+            __m256 d = q8_scale(blk);
+            const int8_t *q = (const int8_t *)(blk + 2);
+            UNROLL for (int j = 0; j < 4; j++) {
+                __m256 wv = load_q8(q + 8 * j, d);
+                UNROLL for (int m = 0; m < mr; m++) acc[m][n] = _mm256_fmadd_ps(
+                    wv, _mm256_loadu_ps(x + (size_t)m * ldx + b * 32 + 8 * j), acc[m][n]);
+            }
+        }
+    }
+    store_tile(mr, nr, acc, y, ldy, accumulate);
+}
+
+/* --- drivers -------------------------------------------------------------- */
+
+/* Rows of activations per block, so one block of x stays in L2 across weight tiles. */
+static uint32_t m_block_rows(uint32_t K)
+{
+    uint32_t rows = (uint32_t)((384u * 1024u) / (4u * (K ? K : 1)));
+    rows = rows / MR * MR;
+    return rows < MR ? MR : rows;
+}
+
+/* One weight tile of nr rows (pointers wr) against rows [0, mrows) of x. */
+#define F32_TILE_CASE(MR_, NR_)                                                                  \
+    tile_f32(MR_, NR_, wr, x + (size_t)m * ldx, ldx, K, y + (size_t)m * ldy, ldy, accumulate)
+
+TGT static void f32_tile_rows(const float *const *wr, int nr, const float *x, size_t ldx,
+                              uint32_t mrows, uint32_t K, float *y, size_t ldy, int accumulate)
+{
+    uint32_t m = 0;
+    if (nr == NR) {
+        for (; m + MR <= mrows; m += MR)
+            F32_TILE_CASE(MR, NR);
+        if (mrows - m == 2)
+            F32_TILE_CASE(2, NR);
+        else if (mrows - m == 1)
+            F32_TILE_CASE(1, NR);
+        return;
+    }
+    for (; m + MR <= mrows; m += MR)
+        F32_TILE_CASE(MR, 1);
+    for (; m < mrows; m++)
+        F32_TILE_CASE(1, 1);
+}
+
+/* Widens rows n .. n+nr-1 of w into panel rows of kpad floats (zero-padded). */
+TGT static void widen_rows(const struct kern_mat *w, uint32_t n, int nr, uint32_t kpad,
+                           float *panel)
+{
+    uint32_t K = w->cols;
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
+        float *dst = panel + (size_t)r * kpad;
+        uint32_t k = 0;
+        if (w->type == RS_GGML_Q8_0) {
+            for (; k < K; k += 32) {
+                const uint8_t *blk = src + (size_t)(k / 32) * Q8_BYTES;
+                __m256 d = q8_scale(blk);
+                for (int j = 0; j < 4; j++)
+                    _mm256_storeu_ps(dst + k + 8 * j, load_q8((const int8_t *)blk + 2 + 8 * j, d));
+            }
+        } else {
+            int bf16 = w->type == RS_GGML_BF16;
+            const uint16_t *h = (const uint16_t *)src;
+            for (; k + 8 <= K; k += 8)
+                _mm256_storeu_ps(dst + k, bf16 ? load_bf16(h + k) : load_f16(h + k));
+            if (k < K)
+                _mm256_storeu_ps(dst + k, load_tail16(h + k, K - k, bf16));
+        }
+    }
+}
+
+static void gemm_f32(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                     float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate)
+{
+    uint32_t K = w->cols, mb = m_block_rows(K);
+    for (uint32_t m0 = 0; m0 < n_rows; m0 += mb) {
+        uint32_t mrows = n_rows - m0 < mb ? n_rows - m0 : mb;
+        for (uint32_t n = n0; n < n1;) {
+            int nr = n1 - n >= NR ? NR : 1;
+            const float *wr[NR];
+            for (int r = 0; r < nr; r++)
+                wr[r] = (const float *)((const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes);
+            f32_tile_rows(wr, nr, x + (size_t)m0 * ldx, ldx, mrows, K, y + (size_t)m0 * ldy + n,
+                          ldy, accumulate);
+            n += (uint32_t)nr;
+        }
+    }
+}
+
+/* Widened panels: from 4 rows on, each widening is reused by every row tile. */
+static void gemm_panel(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                       float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
+                       float *panel)
+{
+    uint32_t K = w->cols, kpad = (K + 7) & ~7u, mb = m_block_rows(K);
+    for (uint32_t m0 = 0; m0 < n_rows; m0 += mb) {
+        uint32_t mrows = n_rows - m0 < mb ? n_rows - m0 : mb;
+        for (uint32_t n = n0; n < n1;) {
+            int nr = n1 - n >= NR ? NR : 1;
+            widen_rows(w, n, nr, kpad, panel);
+            const float *wr[NR];
+            for (int r = 0; r < nr; r++)
+                wr[r] = panel + (size_t)r * kpad;
+            f32_tile_rows(wr, nr, x + (size_t)m0 * ldx, ldx, mrows, K, y + (size_t)m0 * ldy + n,
+                          ldy, accumulate);
+            n += (uint32_t)nr;
+        }
+    }
+}
+
+/* Up to MR rows: widen in registers (no panel round trip; decode is bandwidth-bound). */
+#define DIRECT_CASE(MR_, NR_)                                                                    \
+    do {                                                                                         \
+        if (w->type == RS_GGML_Q8_0)                                                             \
+            tile_q8(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate);      \
+        else                                                                                     \
+            tile_h16(MR_, NR_, w->type == RS_GGML_BF16, (const uint16_t *const *)wr, x, ldx, K,  \
+                     yn, ldy, accumulate);                                                       \
+    } while (0)
+
+TGT static void gemm_direct(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                            float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate)
+{
+    uint32_t K = w->cols;
+    for (uint32_t n = n0; n < n1;) {
+        int nr = n1 - n >= NR ? NR : 1;
+        const void *wr[NR];
+        for (int r = 0; r < nr; r++)
+            wr[r] = (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
+        float *yn = y + n;
+        if (nr == NR) {
+            if (n_rows == 3)
+                DIRECT_CASE(3, NR);
+            else if (n_rows == 2)
+                DIRECT_CASE(2, NR);
+            else
+                DIRECT_CASE(1, NR);
+        } else {
+            if (n_rows == 3)
+                DIRECT_CASE(3, 1);
+            else if (n_rows == 2)
+                DIRECT_CASE(2, 1);
+            else
+                DIRECT_CASE(1, 1);
+        }
+        n += (uint32_t)nr;
+    }
+}
+
+void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                    float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
+                    float *scratch)
+{
+    if (n_rows == 0 || n0 >= n1)
+        return;
+    if (w->type == RS_GGML_F32)
+        gemm_f32(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
+    else if (n_rows <= MR)
+        gemm_direct(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
+    else
+        gemm_panel(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
+}
+
+/* --- attention ------------------------------------------------------------ */
+
+/* dot over head_dim with the kernels.h order (8 lanes, zero-padded tail, fixed tree). */
+INL float dot_hd(const float *a, const float *b, uint32_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    if (i < n) {
+        __m256i mask = tail_mask(n - i);
+        acc = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, mask), _mm256_maskload_ps(b + i, mask),
+                              acc);
+    }
+    return hsum1(acc);
+}
+
+/* out += p * v over n floats; each element accumulates in call order. */
+INL void axpy_hd(float p, const float *v, float *out, uint32_t n)
+{
+    __m256 pv = _mm256_set1_ps(p);
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i,
+                         _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
+    for (; i < n; i++)
+        out[i] = fmaf(p, v[i], out[i]);
+}
+
+TGT void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
+                             uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                             const float *q, float *scores, float *out)
+{
+    uint32_t hd = kv->head_dim, bs = kv->block_size;
+    size_t head_off = (size_t)kv_head * bs * hd;
+    for (uint32_t t = 0; t < n_pos; t++) {
+        const float *k = kv->k + table[t / bs] * kv->block_stride + head_off + (t % bs) * hd;
+        for (uint32_t g = 0; g < n_group; g++)
+            scores[(size_t)g * n_pos + t] = dot_hd(q + (size_t)g * hd, k, hd) * scale;
+    }
+    for (uint32_t g = 0; g < n_group; g++) {
+        float *s = scores + (size_t)g * n_pos, mx = s[0], sum = 0.0f;
+        for (uint32_t t = 1; t < n_pos; t++)
+            mx = s[t] > mx ? s[t] : mx;
+        for (uint32_t t = 0; t < n_pos; t++) {
+            s[t] = expf(s[t] - mx);
+            sum += s[t];
+        }
+        float inv = 1.0f / sum;
+        for (uint32_t t = 0; t < n_pos; t++)
+            s[t] *= inv;
+        memset(out + (size_t)g * hd, 0, hd * sizeof(float));
+    }
+    for (uint32_t t = 0; t < n_pos; t++) {
+        const float *v = kv->v + table[t / bs] * kv->block_stride + head_off + (t % bs) * hd;
+        for (uint32_t g = 0; g < n_group; g++)
+            axpy_hd(scores[(size_t)g * n_pos + t], v, out + (size_t)g * hd, hd);
+    }
+}
+
+#else /* not x86-64: kernels.c never selects these */
+
+void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                    float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
+                    float *scratch)
+{
+    kern_gemm_portable(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
+}
+
+void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
+                         uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                         const float *q, float *scores, float *out)
+{
+    kern_attention_portable(kv, table, kv_head, n_group, n_pos, scale, q, scores, out);
+}
+
+#endif

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The llama architecture as the backends see it: hyperparameters read from
+ * GGUF metadata, and a checked view of every weight tensor (presence, type,
+ * shape), so a backend never meets a tensor it cannot use. Shared by the CPU
+ * backend and any other; weights are borrowed from the open GGUF mapping.
+ * Leaves out: other architectures (general.architecture must be "llama").
+ */
+#ifndef RS_ENGINE_LLAMA_H
+#define RS_ENGINE_LLAMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gguf.h"
+#include "launcherd/engine/model.h"
+
+/* A 2-D weight: `rows` outputs of `cols` inputs (ggml ne[1] x ne[0]), row-major. */
+struct llama_mat {
+    const char *name; /* tensor name, borrowed from the GGUF reader */
+    const void *data; /* borrowed from the mapping */
+    enum rs_ggml_type type;
+    uint32_t rows;
+    uint32_t cols;
+    size_t row_bytes;
+};
+
+struct llama_layer {
+    const float *attn_norm; /* dim, F32 (widened at load when stored narrower) */
+    const float *ffn_norm;  /* dim */
+    struct llama_mat wq;    /* n_heads * head_dim x dim */
+    struct llama_mat wk;    /* n_kv_heads * head_dim x dim */
+    struct llama_mat wv;    /* n_kv_heads * head_dim x dim */
+    struct llama_mat wo;    /* dim x n_heads * head_dim */
+    struct llama_mat w_gate; /* ffn_dim x dim */
+    struct llama_mat w_up;   /* ffn_dim x dim */
+    struct llama_mat w_down; /* dim x ffn_dim */
+};
+
+struct llama_desc {
+    struct rs_model_hparams hp;
+    struct llama_mat tok_embd;  /* n_vocab x dim */
+    struct llama_mat output;    /* n_vocab x dim; equals tok_embd when tied */
+    const float *output_norm;   /* dim */
+    const float *rope_freqs;    /* rope_dim / 2 divisors of each frequency, or NULL */
+    struct llama_layer *layers; /* n_layers, owned */
+    float *vectors;             /* owned F32 storage of the norms and rope_freqs */
+};
+
+/*
+ * Fills d from the open file g (borrowed: keep it open while d is used).
+ * Returns RS_OK, RS_EINVAL (missing key or tensor, wrong shape, inconsistent
+ * hyperparameters), RS_EUNSUPPORTED (other architecture, tensor type or RoPE
+ * scaling) or RS_ENOMEM; the message naming the key or tensor is logged and
+ * written to err. On failure d holds nothing to free.
+ */
+rs_err llama_desc_load(const rs_gguf *g, struct llama_desc *d, char *err, size_t err_len);
+
+/* Frees what llama_desc_load allocated; accepts a zeroed or freed desc. */
+void llama_desc_free(struct llama_desc *d);
+
+#endif

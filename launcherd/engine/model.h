@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The model runtime's public API, what launcherd (and the tools, tests and
+ * benches) call: load a llama-family GGUF, make a paged KV cache, run one
+ * forward step over a batch of sequences, read the logits.
+ *
+ * A step takes any mix of prefill chunks and decode tokens. The caller
+ * (schedulerd, through the batch ring) owns block allocation: each sequence
+ * brings its block table, and the engine reads and writes K/V only through
+ * it, after checking every entry. Results are batch invariant: a sequence's
+ * logits are bit-identical whether it runs alone or with others, in one
+ * prefill or in chunks, before or after a recompute, on any thread count
+ * (launcherd/README.md, "Batch invariance").
+ * Leaves out: tokenization (common/), sampling (sampler.h), scheduling.
+ */
+#ifndef RS_MODEL_H
+#define RS_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/gguf.h"
+
+/* Hyperparameters, read from the GGUF metadata and checked against the tensors. */
+struct rs_model_hparams {
+    uint32_t n_vocab;      /* rows of token_embd.weight */
+    uint32_t dim;          /* embedding width */
+    uint32_t n_layers;
+    uint32_t n_heads;      /* query heads */
+    uint32_t n_kv_heads;   /* key/value heads (GQA when < n_heads) */
+    uint32_t head_dim;     /* dim / n_heads */
+    uint32_t ffn_dim;      /* SwiGLU hidden width */
+    uint32_t rope_dim;     /* leading dims of each head that RoPE rotates (even) */
+    uint32_t ctx_len;      /* trained context length (informational; not enforced) */
+    float rope_freq_base;  /* theta base, default 10000 */
+    float rope_scale;      /* linear scaling factor (positions are divided by it); 1 = none */
+    float rms_eps;         /* RMSNorm epsilon */
+    int tied_output;       /* 1: no output.weight, logits use token_embd.weight */
+    int has_rope_freqs;    /* 1: rope_freqs.weight divides each frequency (Llama 3.1 style) */
+};
+
+/* Kernel variants (rs_model_opts.isa). */
+#define RS_MODEL_ISA_AUTO (-1)  /* best the CPU supports */
+#define RS_MODEL_ISA_PORTABLE 0 /* plain C */
+#define RS_MODEL_ISA_AVX2 1     /* AVX2 + FMA + F16C */
+
+#define RS_MODEL_DEFAULT_MAX_TOKENS 4096 /* rows per step unless set */
+
+struct rs_model_opts {
+    const char *backend;        /* NULL or "cpu" */
+    int n_threads;              /* 0: the CPUs this process may run on */
+    int isa;                    /* RS_MODEL_ISA_* */
+    uint32_t max_batch_tokens;  /* most tokens in one step; 0: RS_MODEL_DEFAULT_MAX_TOKENS */
+    unsigned barrier_spin_us;   /* spin before sleeping at a phase barrier inside a step */
+    unsigned idle_spin_us;      /* spin before sleeping between steps; 0 = sleep at once */
+};
+
+/* Defaults: cpu backend, all CPUs, auto ISA, 4096 tokens, 50 us barrier spin, no idle spin. */
+void rs_model_opts_default(struct rs_model_opts *o);
+
+typedef struct rs_model rs_model;
+
+/*
+ * Maps the GGUF at `path`, reads and checks the hyperparameters, checks
+ * every tensor's presence, type and shape, and prepares the backend (CPU:
+ * weights stay a read-only view of the mapping; threads are started).
+ * opts may be NULL (defaults). Returns RS_OK, RS_EIO (file), RS_EINVAL
+ * (malformed file or bad option), RS_EUNSUPPORTED (valid but not handled,
+ * e.g. a Q4_K tensor or YaRN scaling), RS_ENOMEM; on failure a message naming
+ * the key or tensor is logged and written to err (may be NULL).
+ * *out owns the model: rs_model_destroy it. Any thread.
+ */
+rs_err rs_model_load(const char *path, const struct rs_model_opts *opts, rs_model **out,
+                     char *err, size_t err_len);
+
+/* Frees the model (every KV cache made from it must be destroyed first); accepts NULL, clears *m. */
+void rs_model_destroy(rs_model **m);
+
+/* Borrowed until rs_model_destroy. */
+const struct rs_model_hparams *rs_model_hparams(const rs_model *m);
+
+/* The open GGUF (borrowed until rs_model_destroy), e.g. to build the vocab from the same file. */
+const rs_gguf *rs_model_gguf(const rs_model *m);
+
+/* One line naming the backend, kernel variant and thread count, e.g. "cpu avx2 2 threads". */
+const char *rs_model_describe(const rs_model *m);
+
+/* --- paged KV cache ----------------------------------------------------------------------- */
+
+#define RS_KVCACHE_DEFAULT_BLOCK 16 /* tokens per block unless the caller says otherwise */
+
+typedef struct rs_kvcache rs_kvcache;
+
+/* Bytes of K and V one block of block_size tokens holds over all layers (for sizing). */
+size_t rs_kvcache_block_bytes(const rs_model *m, uint32_t block_size);
+
+/*
+ * Allocates n_blocks blocks of block_size tokens for model m (which it
+ * borrows). Returns RS_OK, RS_EINVAL (zero sizes), RS_ERANGE (size overflow)
+ * or RS_ENOMEM. *out owns the cache. Block contents start as zeros.
+ */
+rs_err rs_kvcache_create(rs_model *m, uint32_t n_blocks, uint32_t block_size, rs_kvcache **out);
+
+/* Accepts NULL and clears *kv. */
+void rs_kvcache_destroy(rs_kvcache **kv);
+
+uint32_t rs_kvcache_n_blocks(const rs_kvcache *kv);
+uint32_t rs_kvcache_block_size(const rs_kvcache *kv);
+
+/* --- one forward step -------------------------------------------------------------------- */
+
+/* One sequence's part of a step: a prefill chunk, or one decode token. */
+struct rs_model_seq {
+    const int32_t *tokens;        /* n_tokens ids, each < n_vocab (borrowed for the call) */
+    uint32_t n_tokens;            /* >= 1 */
+    uint32_t pos0;                /* position of tokens[0]; positions below hold K/V already */
+    const uint32_t *block_table;  /* block of position p is block_table[p / block_size] */
+    uint32_t n_blocks;            /* entries in block_table; >= ceil((pos0 + n_tokens) / block_size) */
+    int want_logits;              /* 1: produce next-token logits after the last token */
+};
+
+/*
+ * Runs the model over n_seqs sequences in one batch: writes K/V of every new
+ * token into its slot, then produces logits for the sequences that asked.
+ * Validates everything first and returns RS_EINVAL (bad token id, table too
+ * short, block index >= the cache's blocks, two tokens writing one slot,
+ * kv from another model, n_tokens 0), RS_ERANGE (more than max_batch_tokens
+ * tokens) or RS_ENOMEM (scratch growth), in which case nothing was written.
+ * One thread at a time per model (the launcher's step thread).
+ */
+rs_err rs_model_step(rs_model *m, rs_kvcache *kv, const struct rs_model_seq *seqs,
+                     uint32_t n_seqs);
+
+/*
+ * Logits (n_vocab floats) of sequence `seq` (its index in the last step's
+ * array), or NULL when it did not ask for them. Borrowed until the next step.
+ */
+const float *rs_model_logits(rs_model *m, uint32_t seq);
+
+#endif
