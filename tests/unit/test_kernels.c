@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CPU kernels: each variant against a double-precision reference within a
+ * rounding bound; the SIMD and portable variants against each other; and the
+ * bitwise properties batch invariance rests on (a row's result does not
+ * depend on the other rows, the column split or the tile path; a quantized
+ * matrix gives exactly the result of its dequantized F32 copy).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/quant.h"
+#include "launcherd/engine/kernels.h"
+#include "tests/rs_test.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static const enum rs_ggml_type types[] = {RS_GGML_F32, RS_GGML_F16, RS_GGML_BF16, RS_GGML_Q8_0};
+
+/* A rows x cols matrix of `type` with random values; *deq gets the exact F32 values. */
+static struct kern_mat make_mat(enum rs_ggml_type type, uint32_t rows, uint32_t cols, float **deq)
+{
+    struct kern_mat m = {NULL, type, rows, cols, (size_t)rs_ggml_row_bytes(type, cols)};
+    float *src = malloc((size_t)rows * cols * sizeof(float));
+    uint8_t *data = malloc((size_t)rows * m.row_bytes);
+    *deq = malloc((size_t)rows * cols * sizeof(float));
+    for (size_t i = 0; i < (size_t)rows * cols; i++)
+        src[i] = frand();
+    for (uint32_t r = 0; r < rows; r++) {
+        rs_quant_row_from_f32(type, src + (size_t)r * cols, data + r * m.row_bytes, cols);
+        rs_quant_row_to_f32(type, data + r * m.row_bytes, *deq + (size_t)r * cols, cols);
+    }
+    free(src);
+    m.data = data;
+    return m;
+}
+
+static float *rand_vec(size_t n)
+{
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        v[i] = frand();
+    return v;
+}
+
+static int have_avx2(void)
+{
+    return kern_isa_supported(KERN_AVX2);
+}
+
+/* |y - exact| <= 2 K eps sum|w x| for every element, for both variants and every type. */
+static int check_gemm_vs_reference(enum kern_isa isa)
+{
+    static const uint32_t shapes[][3] = {{1, 7, 5}, {3, 64, 9}, {5, 172, 13}, {17, 96, 8},
+                                         {2, 8, 4},  {4, 33, 6}, {1, 200, 1}};
+    for (size_t ti = 0; ti < 4; ti++)
+        for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+            uint32_t M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+            if (types[ti] == RS_GGML_Q8_0)
+                K = (K + 31) / 32 * 32;
+            float *deq, *x = rand_vec((size_t)M * K), *y = calloc((size_t)M * N, sizeof(float));
+            struct kern_mat w = make_mat(types[ti], N, K, &deq);
+            float *scr = malloc(kern_gemm_scratch_floats(K) * sizeof(float));
+            kern_gemm(isa, &w, x, K, M, y, N, 0, N, 0, scr);
+            for (uint32_t m = 0; m < M; m++)
+                for (uint32_t n = 0; n < N; n++) {
+                    double exact = 0, mag = 0;
+                    for (uint32_t k = 0; k < K; k++) {
+                        exact += (double)deq[(size_t)n * K + k] * x[(size_t)m * K + k];
+                        mag += fabs((double)deq[(size_t)n * K + k] * x[(size_t)m * K + k]);
+                    }
+                    double got = y[(size_t)m * N + n];
+                    RS_CHECK_MSG(fabs(got - exact) <= 2.0 * K * 0x1p-24 * mag + 1e-30,
+                                 "%s %s M%u K%u N%u (%u,%u): %g vs %g", kern_isa_name(isa),
+                                 rs_ggml_type_name(types[ti]), M, K, N, m, n, got, exact);
+                }
+            free(deq), free(x), free(y), free(scr), free((void *)w.data);
+        }
+    return 0;
+}
+
+static int test_gemm_portable_matches_reference(void)
+{
+    return check_gemm_vs_reference(KERN_PORTABLE);
+}
+
+static int test_gemm_avx2_matches_reference(void)
+{
+    if (!have_avx2())
+        return 0; /* nothing to check on this CPU; the portable case still runs */
+    return check_gemm_vs_reference(KERN_AVX2);
+}
+
+/* SIMD and portable agree to within the same bound (they differ only in FMA rounding). */
+static int test_gemm_avx2_matches_portable(void)
+{
+    if (!have_avx2())
+        return 0;
+    for (size_t ti = 0; ti < 4; ti++) {
+        uint32_t M = 9, K = 256, N = 11;
+        float *deq, *x = rand_vec((size_t)M * K);
+        float *a = calloc((size_t)M * N, sizeof(float)), *b = calloc((size_t)M * N, sizeof(float));
+        struct kern_mat w = make_mat(types[ti], N, K, &deq);
+        float *scr = malloc(kern_gemm_scratch_floats(K) * sizeof(float));
+        kern_gemm(KERN_AVX2, &w, x, K, M, a, N, 0, N, 0, scr);
+        kern_gemm(KERN_PORTABLE, &w, x, K, M, b, N, 0, N, 0, scr);
+        for (uint32_t m = 0; m < M; m++)
+            for (uint32_t n = 0; n < N; n++) {
+                double mag = 0;
+                for (uint32_t k = 0; k < K; k++)
+                    mag += fabs((double)deq[(size_t)n * K + k] * x[(size_t)m * K + k]);
+                float va = a[m * N + n], vb = b[m * N + n];
+                RS_CHECK_MSG(fabs((double)va - vb) <= 4.0 * K * 0x1p-24 * mag, "%s (%u,%u): %g vs %g",
+                             rs_ggml_type_name(types[ti]), m, n, va, vb);
+            }
+        free(deq), free(x), free(a), free(b), free(scr), free((void *)w.data);
+    }
+    return 0;
+}
+
+/*
+ * The heart of batch invariance: row m of a many-row GEMM (panel path, any
+ * column slicing) equals, bit for bit, the same row computed alone (register
+ * path) and the F32 matrix of the dequantized values.
+ */
+static int check_rows_invariant(enum kern_isa isa)
+{
+    for (size_t ti = 0; ti < 4; ti++) {
+        uint32_t M = 23, K = types[ti] == RS_GGML_Q8_0 ? 160 : 148, N = 19;
+        float *deq, *x = rand_vec((size_t)M * K);
+        struct kern_mat w = make_mat(types[ti], N, K, &deq);
+        struct kern_mat wf = {deq, RS_GGML_F32, N, K, (size_t)K * 4};
+        float *all = calloc((size_t)M * N, sizeof(float)), *one = calloc(N, sizeof(float));
+        float *f32 = calloc((size_t)M * N, sizeof(float));
+        float *scr = malloc(kern_gemm_scratch_floats(K) * sizeof(float));
+        /* Odd column slices, as different thread counts would cut them. */
+        static const uint32_t cuts[] = {0, 3, 4, 11, 12, 19};
+        for (size_t c = 0; c + 1 < sizeof(cuts) / sizeof(cuts[0]); c++)
+            kern_gemm(isa, &w, x, K, M, all, N, cuts[c], cuts[c + 1], 0, scr);
+        kern_gemm(isa, &wf, x, K, M, f32, N, 0, N, 0, scr);
+        RS_CHECK_MSG(memcmp(all, f32, (size_t)M * N * 4) == 0, "%s %s: differs from dequantized F32",
+                     kern_isa_name(isa), rs_ggml_type_name(types[ti]));
+        for (uint32_t m = 0; m < M; m++) {
+            for (uint32_t rows = 1; rows <= 3 && m + rows <= M; rows++) {
+                float *few = calloc((size_t)rows * N, sizeof(float));
+                kern_gemm(isa, &w, x + (size_t)m * K, K, rows, few, N, 0, N, 0, scr);
+                RS_CHECK_MSG(memcmp(few, all + (size_t)m * N, N * 4) == 0,
+                             "%s %s: row %u differs in a %u-row batch", kern_isa_name(isa),
+                             rs_ggml_type_name(types[ti]), m, rows);
+                free(few);
+            }
+        }
+        free(deq), free(x), free(all), free(one), free(f32), free(scr), free((void *)w.data);
+    }
+    return 0;
+}
+
+static int test_gemm_rows_bitwise_invariant_avx2(void)
+{
+    return have_avx2() ? check_rows_invariant(KERN_AVX2) : 0;
+}
+
+static int test_gemm_rows_bitwise_invariant_portable(void)
+{
+    return check_rows_invariant(KERN_PORTABLE);
+}
+
+/* accumulate = 1 adds the rounded dot to what y held. */
+static int test_gemm_accumulate_adds_to_output(void)
+{
+    uint32_t M = 5, K = 40, N = 6;
+    float *deq, *x = rand_vec((size_t)M * K), *base = rand_vec((size_t)M * N);
+    struct kern_mat w = make_mat(RS_GGML_F16, N, K, &deq);
+    float *scr = malloc(kern_gemm_scratch_floats(K) * sizeof(float));
+    for (int isa = 0; isa <= (have_avx2() ? 1 : 0); isa++) {
+        float *y = malloc((size_t)M * N * 4), *d = calloc((size_t)M * N, 4);
+        memcpy(y, base, (size_t)M * N * 4);
+        kern_gemm((enum kern_isa)isa, &w, x, K, M, y, N, 0, N, 1, scr);
+        kern_gemm((enum kern_isa)isa, &w, x, K, M, d, N, 0, N, 0, scr);
+        for (uint32_t i = 0; i < M * N; i++)
+            RS_CHECK(y[i] == base[i] + d[i]);
+        free(y), free(d);
+    }
+    free(deq), free(x), free(base), free(scr), free((void *)w.data);
+    return 0;
+}
+
+/* Attention over a paged cache with a scrambled block table, vs a double reference. */
+static int check_attention(enum kern_isa isa, uint32_t hd, uint32_t group, uint32_t npos)
+{
+    uint32_t bs = 4, nkv = 2, nblocks = (npos + bs - 1) / bs + 3;
+    size_t stride = (size_t)nkv * bs * hd;
+    float *k = rand_vec(nblocks * stride), *v = rand_vec(nblocks * stride);
+    uint32_t *table = malloc(nblocks * sizeof(uint32_t));
+    for (uint32_t i = 0; i < nblocks; i++)
+        table[i] = (i * 5 + 2) % nblocks; /* a permutation (5 and nblocks coprime below) */
+    float *q = rand_vec((size_t)group * hd), *out = malloc((size_t)group * hd * 4);
+    float *scores = malloc((size_t)group * npos * 4);
+    struct kern_kv_layout lay = {k, v, stride, bs, hd};
+    float scale = 1.0f / sqrtf((float)hd);
+    uint32_t kvh = 1;
+    kern_attention(isa, &lay, table, kvh, group, npos, scale, q, scores, out);
+    for (uint32_t g = 0; g < group; g++) {
+        double s[512], mx = -1e300, sum = 0;
+        for (uint32_t t = 0; t < npos; t++) {
+            const float *kt = k + table[t / bs] * stride + ((size_t)kvh * bs + t % bs) * hd;
+            double d = 0;
+            for (uint32_t i = 0; i < hd; i++)
+                d += (double)q[g * hd + i] * kt[i];
+            s[t] = d * scale;
+            mx = s[t] > mx ? s[t] : mx;
+        }
+        for (uint32_t t = 0; t < npos; t++)
+            sum += (s[t] = exp(s[t] - mx));
+        for (uint32_t i = 0; i < hd; i++) {
+            double o = 0;
+            for (uint32_t t = 0; t < npos; t++)
+                o += s[t] / sum * v[table[t / bs] * stride + ((size_t)kvh * bs + t % bs) * hd + i];
+            RS_CHECK_MSG(fabs(o - out[g * hd + i]) < 1e-5, "%s hd%u g%u n%u: %g vs %g",
+                         kern_isa_name(isa), hd, g, npos, out[g * hd + i], o);
+        }
+    }
+    free(k), free(v), free(table), free(q), free(out), free(scores);
+    return 0;
+}
+
+static int test_attention_matches_reference(void)
+{
+    static const uint32_t cases[][3] = {{8, 2, 1}, {8, 2, 37}, {24, 1, 13}, {64, 4, 200}, {6, 3, 9}};
+    for (int isa = 0; isa <= (have_avx2() ? 1 : 0); isa++)
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+            if (check_attention((enum kern_isa)isa, cases[c][0], cases[c][1], cases[c][2]) != 0)
+                return 1;
+    return 0;
+}
+
+/* RoPE on adjacent pairs with base, linear scale and per-frequency factors, vs double math. */
+static int test_rope_rotates_adjacent_pairs(void)
+{
+    uint32_t hd = 12, rope = 8, heads = 3;
+    float ff[4] = {1.0f, 2.0f, 4.0f, 8.0f}, cs[8];
+    for (int with_ff = 0; with_ff < 2; with_ff++) {
+        float *x = rand_vec(heads * hd), *y = malloc(heads * hd * 4);
+        memcpy(y, x, heads * hd * 4);
+        uint32_t pos = 37;
+        kern_rope_table(pos, rope, 500.0f, 0.25f, with_ff ? ff : NULL, cs);
+        /* Two column ranges, as two threads would split them. */
+        kern_rope_apply(y, 0, 16, hd, rope, cs);
+        kern_rope_apply(y, 16, heads * hd, hd, rope, cs);
+        for (uint32_t h = 0; h < heads; h++)
+            for (uint32_t i = 0; i < hd; i += 2) {
+                const float *a = x + h * hd + i;
+                const float *b = y + h * hd + i;
+                if (i >= rope) {
+                    RS_CHECK(b[0] == a[0] && b[1] == a[1]);
+                    continue;
+                }
+                double th = pos * 0.25 * pow(500.0, -(double)i / rope) / (with_ff ? ff[i / 2] : 1);
+                double e0 = a[0] * cos(th) - a[1] * sin(th), e1 = a[0] * sin(th) + a[1] * cos(th);
+                RS_CHECK_MSG(fabs(b[0] - e0) < 1e-6 && fabs(b[1] - e1) < 1e-6, "h%u i%u", h, i);
+            }
+        free(x), free(y);
+    }
+    return 0;
+}
+
+static int test_rmsnorm_and_swiglu_match_reference(void)
+{
+    uint32_t n = 75;
+    float *x = rand_vec(n), *w = rand_vec(n), *out = malloc(n * 4);
+    kern_rmsnorm(x, w, n, 1e-5f, out);
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    double sc = 1.0 / sqrt(ss / n + 1e-5);
+    for (uint32_t i = 0; i < n; i++)
+        RS_CHECK(fabs(out[i] - w[i] * x[i] * sc) < 1e-6);
+    float *g = rand_vec(n), *u = rand_vec(n), *g0 = malloc(n * 4);
+    memcpy(g0, g, n * 4);
+    kern_swiglu(g, u, n);
+    for (uint32_t i = 0; i < n; i++)
+        RS_CHECK(fabs(g[i] - g0[i] / (1 + exp(-g0[i])) * u[i]) < 1e-6);
+    free(x), free(w), free(out), free(g), free(u), free(g0);
+    return 0;
+}
+
+static int test_isa_detection_is_consistent(void)
+{
+    RS_CHECK(kern_isa_supported(KERN_PORTABLE));
+    enum kern_isa best = kern_isa_detect();
+    RS_CHECK(kern_isa_supported(best));
+    RS_CHECK(strcmp(kern_isa_name(KERN_AVX2), "avx2") == 0);
+    RS_CHECK(kern_type_supported(RS_GGML_Q8_0) && !kern_type_supported(RS_GGML_Q4_K));
+    return 0;
+}
+
+static const struct rs_test_case cases[] = {
+    RS_TEST(test_gemm_portable_matches_reference),
+    RS_TEST(test_gemm_avx2_matches_reference),
+    RS_TEST(test_gemm_avx2_matches_portable),
+    RS_TEST(test_gemm_rows_bitwise_invariant_avx2),
+    RS_TEST(test_gemm_rows_bitwise_invariant_portable),
+    RS_TEST(test_gemm_accumulate_adds_to_output),
+    RS_TEST(test_attention_matches_reference),
+    RS_TEST(test_rope_rotates_adjacent_pairs),
+    RS_TEST(test_rmsnorm_and_swiglu_match_reference),
+    RS_TEST(test_isa_detection_is_consistent),
+};
+RS_TEST_MAIN(cases)
