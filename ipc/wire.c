@@ -136,6 +136,8 @@ bool rs_wire_id_valid(const char *id, size_t len)
 uint32_t rs_wire_ids_copy(const struct rs_wire_ids *v, uint32_t *dst, uint32_t cap)
 {
     uint32_t n = v->n < cap ? v->n : cap;
+    if (n == 0)
+        return 0;
     if (v->vals != NULL) {
         memcpy(dst, v->vals, (size_t)n * sizeof(*dst));
         return n;
@@ -152,6 +154,8 @@ uint32_t rs_wire_ids_copy(const struct rs_wire_ids *v, uint32_t *dst, uint32_t c
 uint32_t rs_wire_lps_copy(const struct rs_wire_lps *v, struct rs_wire_logprob *dst, uint32_t cap)
 {
     uint32_t n = v->n < cap ? v->n : cap;
+    if (n == 0)
+        return 0;
     if (v->vals != NULL) {
         memcpy(dst, v->vals, (size_t)n * sizeof(*dst));
         return n;

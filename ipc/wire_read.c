@@ -31,7 +31,7 @@ struct wire_tok {
 void wire_rd_init(struct wire_rd *r, const void *buf, size_t len, struct rs_wire_error *err)
 {
     r->p = buf;
-    r->end = r->p + len;
+    r->end = len > 0 ? r->p + len : r->p; /* buf may be NULL when len is 0 */
     r->err = err;
     r->field = NULL;
     r->index = -1;
