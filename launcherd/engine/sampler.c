@@ -260,7 +260,7 @@ static int penalise(rs_sampler *s, const struct rs_sampling_params *p, float *l,
     const float rep = p->repetition_penalty;
     const int use_rep = rep != 1.0f;
     const int use_add = p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f;
-    if (!use_rep && !(use_add && n_output > 0))
+    if ((!use_rep && !(use_add && n_output > 0)) || n_prompt + n_output == 0)
         return 0;
     if (++s->stamp == 0) { /* wrapped: forget every old stamp */
         memset(s->mark, 0, (size_t)s->n_vocab * sizeof(*s->mark));
