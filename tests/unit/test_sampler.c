@@ -173,14 +173,22 @@ static int test_validate_names_each_bad_field(void)
         float *f;
         float v;
     } fbad[] = {
-        {"temperature", &p.temperature, NAN},        {"temperature", &p.temperature, INFINITY},
-        {"temperature", &p.temperature, -0.5f},      {"top_p", &p.top_p, 0.0f},
-        {"top_p", &p.top_p, 1.0001f},                {"top_p", &p.top_p, NAN},
-        {"min_p", &p.min_p, -0.01f},                 {"min_p", &p.min_p, 1.5f},
-        {"min_p", &p.min_p, NAN},                    {"repetition_penalty", &p.repetition_penalty, 0},
-        {"repetition_penalty", &p.repetition_penalty, -1}, {"repetition_penalty", &p.repetition_penalty, INFINITY},
-        {"repetition_penalty", &p.repetition_penalty, NAN}, {"presence_penalty", &p.presence_penalty, 2.5f},
-        {"presence_penalty", &p.presence_penalty, NAN}, {"frequency_penalty", &p.frequency_penalty, -3},
+        {"temperature", &p.temperature, NAN},
+        {"temperature", &p.temperature, INFINITY},
+        {"temperature", &p.temperature, -0.5f},
+        {"top_p", &p.top_p, 0.0f},
+        {"top_p", &p.top_p, 1.0001f},
+        {"top_p", &p.top_p, NAN},
+        {"min_p", &p.min_p, -0.01f},
+        {"min_p", &p.min_p, 1.5f},
+        {"min_p", &p.min_p, NAN},
+        {"repetition_penalty", &p.repetition_penalty, 0},
+        {"repetition_penalty", &p.repetition_penalty, -1},
+        {"repetition_penalty", &p.repetition_penalty, INFINITY},
+        {"repetition_penalty", &p.repetition_penalty, NAN},
+        {"presence_penalty", &p.presence_penalty, 2.5f},
+        {"presence_penalty", &p.presence_penalty, NAN},
+        {"frequency_penalty", &p.frequency_penalty, -3},
         {"frequency_penalty", &p.frequency_penalty, INFINITY},
     };
     for (size_t i = 0; i < sizeof(fbad) / sizeof(fbad[0]); i++) {
