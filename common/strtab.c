@@ -12,7 +12,7 @@ static uint32_t capacity_for(size_t n_max)
     return (uint32_t)cap;
 }
 
-rs_err strtab_init(struct strtab *t, size_t n_max, const char *arena, const uint32_t *off,
+rs_err strtab_init(struct strtab *t, size_t n_max, const char *const *arena, const uint32_t *off,
                    const uint32_t *len)
 {
     if (n_max > (1u << 28))
@@ -38,7 +38,7 @@ void strtab_free(struct strtab *t)
 
 int32_t strtab_add(struct strtab *t, int32_t id)
 {
-    const char *s = t->arena + t->off[id];
+    const char *s = *t->arena + t->off[id];
     size_t n = t->len[id];
     uint64_t h64 = strtab_hash(s, n);
     uint32_t h = (uint32_t)h64;
@@ -49,7 +49,7 @@ int32_t strtab_add(struct strtab *t, int32_t id)
             sl->id = id;
             return id;
         }
-        if (sl->hash == h && t->len[sl->id] == n && memcmp(t->arena + t->off[sl->id], s, n) == 0)
+        if (sl->hash == h && t->len[sl->id] == n && memcmp(*t->arena + t->off[sl->id], s, n) == 0)
             return sl->id;
     }
 }

@@ -46,13 +46,14 @@ struct strtab_slot {
 struct strtab {
     struct strtab_slot *slots;
     uint32_t mask;       /* capacity - 1 (capacity a power of two) */
-    const char *arena;   /* borrowed: string i is arena[off[id] .. off[id] + len[id]) */
+    const char *const *arena; /* borrowed: string id is (*arena)[off[id] .. off[id] + len[id]);
+                                 read through the pointer so the arena may grow while building */
     const uint32_t *off; /* borrowed, indexed by id */
     const uint32_t *len; /* borrowed, indexed by id */
 };
 
 /* Sizes the table for n_max entries over the given arrays (borrowed until strtab_free). */
-rs_err strtab_init(struct strtab *t, size_t n_max, const char *arena, const uint32_t *off,
+rs_err strtab_init(struct strtab *t, size_t n_max, const char *const *arena, const uint32_t *off,
                    const uint32_t *len);
 void strtab_free(struct strtab *t);
 
@@ -68,7 +69,7 @@ static inline int32_t strtab_find(const struct strtab *t, const char *s, size_t 
         const struct strtab_slot *sl = &t->slots[i];
         if (sl->id < 0)
             return -1;
-        if (sl->hash == h && t->len[sl->id] == n && memcmp(t->arena + t->off[sl->id], s, n) == 0)
+        if (sl->hash == h && t->len[sl->id] == n && memcmp(*t->arena + t->off[sl->id], s, n) == 0)
             return sl->id;
     }
 }
