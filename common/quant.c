@@ -172,6 +172,18 @@ void rs_quant_row_bf16_to_f32(const uint16_t *src, float *dst, size_t n)
     }
 }
 
+/*
+ * roundf (half away from zero) of v in [-127, 127], without the libm call:
+ * v - trunc(v) is exact there, so comparing it with 0.5 decides exactly.
+ */
+static inline int8_t round_half_away(float v)
+{
+    int t = (int)v;
+    float frac = v - (float)t;
+    t += (frac >= 0.5f) - (frac <= -0.5f);
+    return (int8_t)t;
+}
+
 void rs_quant_row_q8_0_quantize(const float *src, void *dst, size_t n)
 {
     uint8_t *out = dst;
@@ -179,15 +191,19 @@ void rs_quant_row_q8_0_quantize(const float *src, void *dst, size_t n)
         const float *x = src + b * RS_QUANT_Q8_0_BLOCK;
         struct rs_quant_block_q8_0 blk;
         float amax = 0.0f;
-        for (int j = 0; j < RS_QUANT_Q8_0_BLOCK; j++)
-            amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < RS_QUANT_Q8_0_BLOCK; j++) {
+            float a = fabsf(x[j]);
+            amax = a > amax ? a : amax; /* NaN never wins, as with fmaxf */
+        }
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         blk.d = rs_quant_f16_from_f32(d);
         for (int j = 0; j < RS_QUANT_Q8_0_BLOCK; j++) {
-            /* Clamp only guards non-finite input; finite values stay in [-127, 127]. */
-            float v = fminf(fmaxf(x[j] * id, -127.0f), 127.0f);
-            blk.qs[j] = (int8_t)roundf(v);
+            /* The clamp only guards non-finite input (NaN -> -127); finite x stay in range. */
+            float v = x[j] * id;
+            v = v >= -127.0f ? v : -127.0f;
+            v = v <= 127.0f ? v : 127.0f;
+            blk.qs[j] = round_half_away(v);
         }
         memcpy(out + b * RS_QUANT_Q8_0_BYTES, &blk, RS_QUANT_Q8_0_BYTES);
     }

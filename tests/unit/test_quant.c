@@ -258,6 +258,41 @@ static int test_q8_0_error_bound_random(void)
     return 0;
 }
 
+/* Bit-exact against ggml's reference formula written with libm: d, then roundf(x * (1/d)). */
+static int test_q8_0_matches_ggml_reference_formula(void)
+{
+    enum { N = 32 * 4096 };
+    float *x = malloc(N * 4);
+    uint8_t *q = malloc(N / 32 * RS_QUANT_Q8_0_BYTES);
+    RS_CHECK(x && q);
+    for (int i = 0; i < N; i++) {
+        x[i] = from_bits(rand32() ^ (rand32() << 16));
+        if (!isfinite(x[i]) || i % 5 != 0) /* mostly ordinary values, some of every exponent */
+            x[i] = ((float)(rand32() % 20001) - 10000.0f) / (float)(1 + rand32() % 977);
+        if (i / 32 % 8 == 3) /* blocks with d = 1 and many exact halves: the tie rule */
+            x[i] = i % 32 == 0 ? 127.0f : (float)((int)(rand32() % 509) - 254) / 2;
+    }
+    rs_quant_row_q8_0_quantize(x, q, N);
+    for (int b = 0; b < N / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        uint16_t dh;
+        memcpy(&dh, q + b * RS_QUANT_Q8_0_BYTES, 2);
+        RS_CHECK(dh == rs_quant_f16_from_f32(d));
+        for (int j = 0; j < 32; j++) {
+            int8_t want = (int8_t)roundf(x[b * 32 + j] * id);
+            RS_CHECK_MSG((int8_t)q[b * RS_QUANT_Q8_0_BYTES + 2 + j] == want, "b=%d j=%d x=%a", b,
+                         j, (double)x[b * 32 + j]);
+        }
+    }
+    free(x);
+    free(q);
+    return 0;
+}
+
 static int test_q8_0_nonfinite_input_is_defined(void)
 {
     float x[32];
@@ -303,6 +338,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_row_paths_match_scalar),
     RS_TEST(test_q8_0_block_layout_and_rounding),
     RS_TEST(test_q8_0_error_bound_random),
+    RS_TEST(test_q8_0_matches_ggml_reference_formula),
     RS_TEST(test_q8_0_nonfinite_input_is_defined),
     RS_TEST(test_generic_row_dispatch),
 };
