@@ -99,6 +99,7 @@ static rs_err emit_symbols(rs_tokenizer *t, const char *s)
         } else {
             for (uint32_t k = 0; k < sy->len && rc == RS_OK; k++) {
                 int32_t b = v->byte_tok[(uint8_t)s[sy->off + k]];
+                b = b >= 0 ? b : v->unk;
                 if (b >= 0)
                     rc = tok_push(t, b);
             }

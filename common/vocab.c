@@ -218,6 +218,11 @@ static void read_specials(struct rs_vocab *v, const rs_gguf *g, unsigned traits)
     read_special_id(v, g, "tokenizer.ggml.padding_token_id", &v->pad);
     if (traits & RS_PRETOK_NO_BOS)
         v->bos = RS_VOCAB_NONE;
+    /* A BOS/EOS/UNK that is a byte token (the default unk 0 is <0x00> in a byte-only vocab) is none. */
+    int32_t *ids[] = {&v->bos, &v->eos, &v->unk};
+    for (size_t i = 0; i < 3; i++)
+        if (*ids[i] >= 0 && v->type[*ids[i]] == RS_TOKEN_BYTE)
+            *ids[i] = RS_VOCAB_NONE;
     read_flag(g, "tokenizer.ggml.add_bos_token", &v->add_bos);
     read_flag(g, "tokenizer.ggml.add_eos_token", &v->add_eos);
     read_flag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix);
@@ -373,14 +378,12 @@ static rs_err spm_prepare(struct rs_vocab *v)
         int32_t id = find_text(v, name);
         if (id < 0 && b < 0x80)
             id = strtab_find(&v->by_text, (const char *)&(char){(char)b}, 1);
-        if (id < 0)
-            id = v->unk;
         missing += id < 0;
-        v->byte_tok[b] = id;
+        v->byte_tok[b] = id; /* -1: the encoder falls back to <unk> */
     }
     if (missing)
-        rs_log_warn("vocab: %d byte values have no byte token and there is no <unk>: such bytes "
-                    "are dropped when encoding", missing);
+        rs_log_warn("vocab: %d byte values have no byte token: they encode as <unk> (or are "
+                    "dropped without one)", missing);
     return RS_OK;
 }
 
