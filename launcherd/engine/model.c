@@ -82,8 +82,7 @@ static rs_err resolve_opts(const struct rs_model_opts *in, struct rs_model_opts 
         bad = "max_batch_tokens must be at most 1048576";
     if (bad != NULL) {
         rs_log_error("model: bad option: %s", bad);
-        if (err != NULL && err_len > 0)
-            snprintf(err, err_len, "bad option: %s (backend '%s')", bad, want);
+        snprintf(err, err_len, "bad option: %s (backend '%s')", bad, want);
         return RS_EINVAL;
     }
     if (o->n_threads == 0)
@@ -97,16 +96,23 @@ rs_err rs_model_load(const char *path, const struct rs_model_opts *opts, rs_mode
                      char *err, size_t err_len)
 {
     *out = NULL;
+    char local[256];
+    if (err == NULL || err_len == 0) {
+        err = local;
+        err_len = sizeof(local);
+    }
+    err[0] = '\0';
     rs_model *m = calloc(1, sizeof(*m));
-    if (m == NULL)
+    if (m == NULL) {
+        snprintf(err, err_len, "out of memory");
         return RS_ENOMEM;
+    }
     rs_err rc = resolve_opts(opts, &m->opts, &m->ops, err, err_len);
     if (rc == RS_OK && (rc = rs_gguf_open(path, &m->gguf, err, err_len)) != RS_OK)
-        rs_log_error("model: cannot open %s: %s", path, err != NULL ? err : rs_strerror(rc));
+        rs_log_error("model: %s", err);
     if (rc == RS_OK)
         rc = llama_desc_load(m->gguf, &m->desc, err, err_len);
-    if (rc == RS_OK && (rc = m->ops->load(&m->desc, &m->opts, &m->state)) != RS_OK &&
-        err != NULL && err_len > 0)
+    if (rc == RS_OK && (rc = m->ops->load(&m->desc, &m->opts, &m->state)) != RS_OK)
         snprintf(err, err_len, "backend %s failed to load the model: %s", m->ops->name,
                  rs_strerror(rc));
     if (rc != RS_OK) {
