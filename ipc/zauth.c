@@ -50,6 +50,12 @@ static bool parse_line(const char *path, int lineno, char *line, uint8_t (*keys)
     line += strspn(line, " \t\r");
     if (line[0] == '\0' || line[0] == '#')
         return true;
+    if (strncmp(line, "public", 6) == 0) { /* "public = KEY", as in a .pub file */
+        char *eq = line + 6 + strspn(line + 6, " \t");
+        char *key = *eq == '=' ? eq + 1 + strspn(eq + 1, " \t") : NULL;
+        if (key != NULL && strcspn(key, " \t\r") == RS_ZCERT_Z85_LEN)
+            line = key;
+    }
     size_t len = strcspn(line, " \t\r");
     char *rest = line + len + strspn(line + len, " \t\r");
     if (!rs_zcert_key_valid(line, len) || (rest[0] != '\0' && rest[0] != '#')) {

@@ -8,7 +8,9 @@
  * cannot be read or parsed refuses everyone (fails closed). Accepted clients
  * get their z85 key as the ZeroMQ "User-Id" of their messages.
  *
- * Allowlist format: one z85 public key per line; '#' starts a comment.
+ * Allowlist format: one z85 public key per line, bare or as "public = KEY"
+ * (so .pub files written by rs_zcert_save can be concatenated); a line
+ * starting with '#' is a comment, as is anything after whitespace + '#'.
  */
 #ifndef RS_ZAUTH_H
 #define RS_ZAUTH_H
