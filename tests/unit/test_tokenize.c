@@ -149,6 +149,226 @@ static int test_vectors_gpt_neox_with_pre_override(void)
     return vectors("gpt-neox", "mpt", "gpt-neox");
 }
 
+/* Encodes text with a fresh tokenizer. */
+static rs_err encode(const rs_vocab *v, const char *text, size_t len, unsigned flags, int32_t *ids,
+                     size_t cap, size_t *n)
+{
+    rs_tokenizer *t = NULL;
+    rs_err rc = rs_tokenizer_create(v, &t);
+    if (rc == RS_OK)
+        rc = rs_tokenizer_encode(t, text, len, flags, ids, cap, n);
+    rs_tokenizer_destroy(&t);
+    return rc;
+}
+
+static int expect_ids(const rs_vocab *v, const char *text, unsigned flags, const int32_t *want,
+                      size_t n_want)
+{
+    static int32_t got[MAX_IDS];
+    size_t n = 0;
+    RS_CHECK(encode(v, text, strlen(text), flags, got, MAX_IDS, &n) == RS_OK);
+    if (n != n_want || memcmp(got, want, n * sizeof(*got)) != 0) {
+        fprintf(stderr, "\"%s\" differs\n", text);
+        print_ids("want", want, n_want);
+        print_ids("got ", got, n);
+        return 1;
+    }
+    return 0;
+}
+
+#define EXPECT_IDS(v, text, flags, ...)                                                          \
+    do {                                                                                         \
+        static const int32_t want_[] = {__VA_ARGS__};                                            \
+        RS_CHECK(expect_ids(v, text, flags, want_, sizeof(want_) / sizeof(want_[0])) == 0);     \
+    } while (0)
+
+/* llama2.c test.c vectors (Meta's tokenizer, with BOS), refdata README section 6. */
+static int llama2_vectors(const char *rel)
+{
+    rs_vocab *v = load_vocab(rel, NULL);
+    if (v == NULL)
+        return RS_TEST_SKIP;
+    const unsigned f = RS_TOKENIZE_ADD_SPECIAL;
+    EXPECT_IDS(v, "", f, 1);
+    EXPECT_IDS(v, "I believe the meaning of life is", f, 1, 306, 4658, 278, 6593, 310, 2834, 338);
+    EXPECT_IDS(v, "Simply put, the theory of relativity states that ", f, 1, 3439, 17632, 1925,
+               29892, 278, 6368, 310, 14215, 537, 5922, 393, 29871);
+    EXPECT_IDS(v, "A brief message congratulating the team on the launch:\n\n        Hi everyone,"
+                  "\n\n        I just ", f,
+               1, 319, 11473, 2643, 378, 629, 271, 18099, 278, 3815, 373, 278, 6826, 29901, 13, 13,
+               4706, 6324, 14332, 29892, 13, 13, 4706, 306, 925, 29871);
+    EXPECT_IDS(v, "Translate English to French:\n\n        sea otter => loutre de mer\n        "
+                  "peppermint => menthe poivr\xC3\xA9" "e\n        plush girafe => girafe peluche\n"
+                  "        cheese =>", f,
+               1, 4103, 9632, 4223, 304, 5176, 29901, 13, 13, 4706, 7205, 4932, 357, 1149, 301, 449,
+               276, 316, 2778, 13, 4706, 1236, 407, 837, 524, 1149, 6042, 354, 772, 440, 29878, 1318,
+               13, 4706, 715, 1878, 330, 3055, 1725, 1149, 330, 3055, 1725, 4639, 28754, 13, 4706,
+               923, 968, 1149);
+    rs_vocab_destroy(&v);
+    return 0;
+}
+
+static int test_llama2_vectors_vocab_only(void)
+{
+    return llama2_vectors("tokenizer/ggml-vocab-llama-spm.gguf");
+}
+
+static int test_llama2_vectors_model_file(void) { return llama2_vectors("llama-2-tiny-random.gguf"); }
+
+static int test_control_tokens_parsed_only_on_request(void)
+{
+    static int32_t a[64], b[64];
+    size_t na, nb;
+    rs_vocab *v = load_vocab("tokenizer/ggml-vocab-llama-spm.gguf", NULL);
+    if (v == NULL)
+        return RS_TEST_SKIP;
+    RS_CHECK(encode(v, "<s>hi</s>", 9, 0, a, 64, &na) == RS_OK);
+    for (size_t i = 0; i < na; i++)
+        RS_CHECK(a[i] != 1 && a[i] != 2); /* plain text */
+    RS_CHECK(encode(v, "<s>hi</s>", 9, RS_TOKENIZE_PARSE_SPECIAL, a, 64, &na) == RS_OK);
+    RS_CHECK(encode(v, "hi", 2, 0, b, 64, &nb) == RS_OK);
+    RS_CHECK(na == nb + 2 && a[0] == 1 && a[na - 1] == 2 && memcmp(a + 1, b, nb * 4) == 0);
+    rs_vocab_destroy(&v);
+    v = load_vocab("tokenizer/ggml-vocab-gpt-2.gguf", NULL);
+    if (v == NULL)
+        return RS_TEST_SKIP;
+    RS_CHECK(encode(v, "a<|endoftext|>", 14, 0, a, 64, &na) == RS_OK && na > 2);
+    for (size_t i = 0; i < na; i++)
+        RS_CHECK(a[i] != 50256);
+    EXPECT_IDS(v, "a<|endoftext|>b", RS_TOKENIZE_PARSE_SPECIAL, 64, 50256, 65);
+    rs_vocab_destroy(&v);
+    return 0;
+}
+
+static int test_add_special_follows_vocab_flags(void)
+{
+    rs_vocab *v = load_vocab("tokenizer/ggml-vocab-llama-spm.gguf", NULL);
+    if (v == NULL)
+        return RS_TEST_SKIP;
+    EXPECT_IDS(v, "Hello", RS_TOKENIZE_ADD_SPECIAL, 1, 15043);
+    EXPECT_IDS(v, "Hello", 0, 15043);
+    rs_vocab_destroy(&v);
+    v = load_vocab("tokenizer/ggml-vocab-gpt-2.gguf", NULL); /* add_bos absent: false */
+    if (v == NULL)
+        return RS_TEST_SKIP;
+    EXPECT_IDS(v, "Hello", RS_TOKENIZE_ADD_SPECIAL, 15496);
+    rs_vocab_destroy(&v);
+    v = load_vocab("tokenizer/ggml-vocab-deepseek-coder.gguf", NULL); /* add_bos_token = true */
+    if (v == NULL)
+        return RS_TEST_SKIP;
+    EXPECT_IDS(v, "", RS_TOKENIZE_ADD_SPECIAL, 32013);
+    rs_vocab_destroy(&v);
+    return 0;
+}
+
+static int test_small_output_buffer_reports_needed_count(void)
+{
+    rs_vocab *v = load_vocab("tokenizer/ggml-vocab-llama-spm.gguf", NULL);
+    if (v == NULL)
+        return RS_TEST_SKIP;
+    int32_t ids[2] = {-7, -7};
+    size_t n = 0;
+    RS_CHECK(encode(v, "Hello world", 11, 0, ids, 1, &n) == RS_ERANGE && n == 2);
+    RS_CHECK(ids[0] == 15043 && ids[1] == -7);
+    RS_CHECK(encode(v, "Hello world", 11, 0, NULL, 0, &n) == RS_ERANGE && n == 2);
+    RS_CHECK(encode(v, NULL, 0, 0, NULL, 0, &n) == RS_OK && n == 0);
+    RS_CHECK(encode(v, NULL, 3, 0, ids, 2, &n) == RS_EINVAL);
+    rs_vocab_destroy(&v);
+    return 0;
+}
+
+static uint64_t rng = 0x853C49E6748FEA9Bull;
+static uint32_t rnd(uint32_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng % n);
+}
+
+/* Concatenated pieces of ids (special tokens shown). */
+static size_t concat_pieces(const rs_vocab *v, const int32_t *ids, size_t n, char *out)
+{
+    size_t o = 0, len;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = rs_vocab_token_piece(v, ids[i], 1, &len);
+        memcpy(out + o, p, len);
+        o += len;
+    }
+    return o;
+}
+
+/* Arbitrary bytes (invalid UTF-8 included) come back exactly from the ids' pieces. */
+static int lossless(const char *rel, int spm)
+{
+    rs_vocab *v = load_vocab(rel, NULL);
+    if (v == NULL)
+        return RS_TEST_SKIP;
+    static char text[512], back[2048];
+    static int32_t ids[MAX_IDS];
+    for (int it = 0; it < 300; it++) {
+        size_t len = rnd(200), n = 0;
+        for (size_t i = 0; i < len; i++) {
+            text[i] = (char)rnd(256);
+            if (spm && (uint8_t)text[i] == 0xE2) /* no U+2581 in the input: SPM reads it as space */
+                text[i] = 'x';
+        }
+        RS_CHECK(encode(v, text, len, 0, ids, MAX_IDS, &n) == RS_OK);
+        size_t m = concat_pieces(v, ids, n, back);
+        size_t skip = spm && len > 0 ? 1 : 0; /* the space SentencePiece prefixes */
+        RS_CHECK_MSG(m == len + skip && memcmp(back + skip, text, len) == 0 &&
+                     (!skip || back[0] == ' '), "iteration %d: %zu bytes in, %zu out", it, len, m);
+    }
+    rs_vocab_destroy(&v);
+    return 0;
+}
+
+static int test_invalid_utf8_is_lossless_gpt2(void)
+{
+    return lossless("tokenizer/ggml-vocab-gpt-2.gguf", 0);
+}
+
+static int test_invalid_utf8_is_lossless_llama_spm(void)
+{
+    return lossless("tokenizer/ggml-vocab-llama-spm.gguf", 1);
+}
+
+/* Enough distinct words to refill the word cache several times, then a check text. */
+static int cache_consistency(const char *rel)
+{
+    rs_vocab *v = load_vocab(rel, NULL);
+    if (v == NULL)
+        return RS_TEST_SKIP;
+    size_t cap = 1 << 20, len = 0;
+    char *big = malloc(cap);
+    static int32_t a[MAX_IDS], b[MAX_IDS];
+    for (unsigned w = 0; len + 32 < cap && w < 60000; w++)
+        len += (size_t)snprintf(big + len, cap - len, "w%xq%u ", w * 2654435761u, w % 7);
+    const char *check = "The cache must not change what these words become: w1q1 w2q2 Hello.";
+    rs_tokenizer *t = NULL;
+    size_t na, nb, n_big;
+    RS_CHECK(rs_tokenizer_create(v, &t) == RS_OK);
+    RS_CHECK(rs_tokenizer_encode(t, big, len, 0, NULL, 0, &n_big) == RS_ERANGE && n_big > 60000);
+    RS_CHECK(rs_tokenizer_encode(t, check, strlen(check), 0, a, MAX_IDS, &na) == RS_OK);
+    RS_CHECK(rs_tokenizer_encode(t, check, strlen(check), 0, a, MAX_IDS, &na) == RS_OK);
+    rs_tokenizer_destroy(&t);
+    RS_CHECK(encode(v, check, strlen(check), 0, b, MAX_IDS, &nb) == RS_OK);
+    RS_CHECK(na == nb && memcmp(a, b, na * sizeof(*a)) == 0);
+    free(big);
+    rs_vocab_destroy(&v);
+    return 0;
+}
+
+static int test_word_cache_keeps_results_gpt2(void)
+{
+    return cache_consistency("tokenizer/ggml-vocab-gpt-2.gguf");
+}
+
+static int test_word_cache_keeps_results_llama_spm(void)
+{
+    return cache_consistency("tokenizer/ggml-vocab-llama-spm.gguf");
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_vectors_llama_spm),
     RS_TEST(test_vectors_phi3),
@@ -157,5 +377,14 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_vectors_falcon),
     RS_TEST(test_vectors_deepseek_coder),
     RS_TEST(test_vectors_gpt_neox_with_pre_override),
+    RS_TEST(test_llama2_vectors_vocab_only),
+    RS_TEST(test_llama2_vectors_model_file),
+    RS_TEST(test_control_tokens_parsed_only_on_request),
+    RS_TEST(test_add_special_follows_vocab_flags),
+    RS_TEST(test_small_output_buffer_reports_needed_count),
+    RS_TEST(test_invalid_utf8_is_lossless_gpt2),
+    RS_TEST(test_invalid_utf8_is_lossless_llama_spm),
+    RS_TEST(test_word_cache_keeps_results_gpt2),
+    RS_TEST(test_word_cache_keeps_results_llama_spm),
 };
 RS_TEST_MAIN(cases)
