@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pipeline configuration: defaults, the shared command-line options all
+ * four daemons accept, and completion from the model file. Every daemon of
+ * an instance must end with the same struct (rs_pipe_open compares it).
+ */
+#include "ipc/pipeline.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/gguf.h"
+
+void rs_pipe_config_default(struct rs_pipe_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->instance, sizeof(c->instance), "default");
+    c->block_size = 16;
+    c->n_kv_blocks = 1024;
+    c->max_requests = 1024;
+    c->max_seqs = 32;
+    c->max_batched_tokens = 1024;
+    c->chunk_tokens = 256;
+    c->batch_slots = 4;
+    c->prefix_caching = 1;
+    c->priority_policy = 0;
+}
+
+const char *rs_pipe_options_help(void)
+{
+    return "pipeline options (identical for all four daemons of an instance):\n"
+           "  --instance NAME          segment /ringserve-NAME (default: default)\n"
+           "  --model PATH             the GGUF model (required)\n"
+           "  --ctx N                  tokens per request, prompt + output (default: the model's)\n"
+           "  --block-size N           tokens per KV block (default 16)\n"
+           "  --kv-blocks N            KV blocks in the pool (default 1024)\n"
+           "  --max-requests N         requests in flight, queued or running (default 1024)\n"
+           "  --max-seqs N             sequences per step (default 32)\n"
+           "  --max-batched-tokens N   tokens per step (default 1024)\n"
+           "  --no-prefix-caching      do not reuse KV blocks across requests\n"
+           "  --policy fcfs|priority   admission order (default fcfs)\n"
+           "  --rundir DIR             ipc:// socket directory (default: see README)\n";
+}
+
+static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > max)
+        return 0;
+    *out = (uint32_t)v;
+    return 1;
+}
+
+struct u32_opt {
+    const char *name;
+    size_t off;
+    uint32_t min, max;
+};
+
+static const struct u32_opt u32_opts[] = {
+    {"--ctx", offsetof(struct rs_pipe_config, n_ctx), 2, 1u << 20},
+    {"--block-size", offsetof(struct rs_pipe_config, block_size), 1, 1024},
+    {"--kv-blocks", offsetof(struct rs_pipe_config, n_kv_blocks), 1, 1u << 22},
+    {"--max-requests", offsetof(struct rs_pipe_config, max_requests), 1, 1u << 20},
+    {"--max-seqs", offsetof(struct rs_pipe_config, max_seqs), 1, 4096},
+    {"--max-batched-tokens", offsetof(struct rs_pipe_config, max_batched_tokens), 1, 1u << 20},
+};
+
+int rs_pipe_parse_option(struct rs_pipe_config *c, char *rundir, size_t rundir_len, int argc,
+                         char **argv, int *i, char *err, size_t err_len)
+{
+    const char *opt = argv[*i];
+    if (strcmp(opt, "--no-prefix-caching") == 0) {
+        c->prefix_caching = 0;
+        return 1;
+    }
+    int known = strcmp(opt, "--instance") == 0 || strcmp(opt, "--model") == 0 ||
+                strcmp(opt, "--policy") == 0 || strcmp(opt, "--rundir") == 0;
+    for (size_t k = 0; k < sizeof(u32_opts) / sizeof(u32_opts[0]); k++)
+        known |= strcmp(opt, u32_opts[k].name) == 0;
+    if (!known)
+        return 0;
+    if (*i + 1 >= argc) {
+        snprintf(err, err_len, "option %s needs a value", opt);
+        return -1;
+    }
+    const char *val = argv[++*i];
+    for (size_t k = 0; k < sizeof(u32_opts) / sizeof(u32_opts[0]); k++)
+        if (strcmp(opt, u32_opts[k].name) == 0) {
+            uint32_t *field = (uint32_t *)((char *)c + u32_opts[k].off);
+            if (!parse_u32(val, u32_opts[k].min, u32_opts[k].max, field)) {
+                snprintf(err, err_len, "option %s: '%s' is not an integer in %u..%u", opt, val,
+                         u32_opts[k].min, u32_opts[k].max);
+                return -1;
+            }
+            return 1;
+        }
+    size_t len = strlen(val);
+    if (strcmp(opt, "--instance") == 0) {
+        char probe[300];
+        if (len >= sizeof(c->instance) || rs_shm_name(val, probe, sizeof(probe)) != RS_OK) {
+            snprintf(err, err_len, "option --instance: '%s' must be 1..63 of [A-Za-z0-9._-]", val);
+            return -1;
+        }
+        memcpy(c->instance, val, len + 1);
+    } else if (strcmp(opt, "--model") == 0) {
+        if (len == 0 || len >= sizeof(c->model_path)) {
+            snprintf(err, err_len, "option --model: path empty or longer than %zu bytes",
+                     sizeof(c->model_path) - 1);
+            return -1;
+        }
+        memcpy(c->model_path, val, len + 1);
+    } else if (strcmp(opt, "--policy") == 0) {
+        if (strcmp(val, "fcfs") != 0 && strcmp(val, "priority") != 0) {
+            snprintf(err, err_len, "option --policy: '%s' is neither fcfs nor priority", val);
+            return -1;
+        }
+        c->priority_policy = strcmp(val, "priority") == 0;
+    } else {
+        if (len == 0 || len >= rundir_len) {
+            snprintf(err, err_len, "option --rundir: path empty or too long");
+            return -1;
+        }
+        memcpy(rundir, val, len + 1);
+    }
+    return 1;
+}
+
+void rs_pipe_default_rundir(const char *instance, char *out, size_t cap)
+{
+    const char *env = getenv("RINGSERVE_RUNDIR");
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (env != NULL && env[0] != '\0')
+        snprintf(out, cap, "%s", env);
+    else if (xdg != NULL && xdg[0] == '/')
+        snprintf(out, cap, "%s/ringserve-%s", xdg, instance);
+    else
+        snprintf(out, cap, "/tmp/ringserve-%u-%s", (unsigned)getuid(), instance);
+}
+
+/* Reads n_vocab and the trained context length from the model's metadata. */
+static rs_err read_model_facts(const char *path, uint32_t *n_vocab, uint32_t *ctx, char *err,
+                               size_t err_len)
+{
+    rs_gguf *g;
+    rs_err rc = rs_gguf_open(path, &g, err, err_len);
+    if (rc != RS_OK)
+        return rc;
+    struct rs_gguf_str arch;
+    char key[160];
+    enum rs_gguf_type et;
+    uint64_t n = 0;
+    *ctx = 0;
+    if (rs_gguf_get_str(g, "general.architecture", &arch) == RS_OK && arch.len < 64) {
+        snprintf(key, sizeof(key), "%.*s.context_length", (int)arch.len, arch.ptr);
+        if (rs_gguf_get_u32(g, key, ctx) != RS_OK)
+            *ctx = 0;
+    }
+    if (rs_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n) != RS_OK || n == 0 ||
+        n > INT32_MAX) {
+        snprintf(err, err_len, "%s: no tokenizer.ggml.tokens vocabulary", path);
+        rs_gguf_close(&g);
+        return RS_EINVAL;
+    }
+    *n_vocab = (uint32_t)n;
+    rs_gguf_close(&g);
+    if (*ctx == 0) {
+        snprintf(err, err_len, "%s: no <arch>.context_length in the metadata; pass --ctx", path);
+        return RS_EINVAL;
+    }
+    return RS_OK;
+}
+
+static rs_err check_sizes(struct rs_pipe_config *c, char *err, size_t err_len)
+{
+    if (c->max_batched_tokens < c->max_seqs) {
+        snprintf(err, err_len, "--max-batched-tokens %u is below --max-seqs %u (each running "
+                 "sequence needs a token per step)", c->max_batched_tokens, c->max_seqs);
+        return RS_EINVAL;
+    }
+    c->max_blocks_per_seq = (c->n_ctx + c->block_size - 1) / c->block_size;
+    if (c->n_kv_blocks < c->max_blocks_per_seq) {
+        snprintf(err, err_len, "--kv-blocks %u cannot hold one request of --ctx %u tokens "
+                 "(%u blocks of %u)", c->n_kv_blocks, c->n_ctx, c->max_blocks_per_seq,
+                 c->block_size);
+        return RS_EINVAL;
+    }
+    uint64_t per_req = (c->n_ctx + c->chunk_tokens - 1) / c->chunk_tokens;
+    uint64_t cap = (64ull << 20) / (c->chunk_tokens * sizeof(int32_t)); /* 64 MiB of tokens */
+    uint64_t want = per_req * c->max_requests;
+    if (want > cap)
+        want = cap;
+    if (want < per_req * 4)
+        want = per_req * 4;
+    if (want < c->max_requests)
+        want = c->max_requests;
+    c->n_chunks = (uint32_t)want;
+    return RS_OK;
+}
+
+rs_err rs_pipe_config_resolve(struct rs_pipe_config *c, char *err, size_t err_len)
+{
+    if (c->model_path[0] == '\0') {
+        snprintf(err, err_len, "no model: pass --model PATH");
+        return RS_EINVAL;
+    }
+    char abs[PATH_MAX];
+    struct stat st;
+    if (realpath(c->model_path, abs) == NULL || stat(abs, &st) != 0) {
+        snprintf(err, err_len, "model %s: %s", c->model_path, strerror(errno));
+        return RS_EIO;
+    }
+    if (strlen(abs) >= sizeof(c->model_path)) {
+        snprintf(err, err_len, "model path %s is too long", abs);
+        return RS_EINVAL;
+    }
+    snprintf(c->model_path, sizeof(c->model_path), "%s", abs);
+    c->model_bytes = (uint64_t)st.st_size;
+    uint32_t model_ctx;
+    rs_err rc = read_model_facts(c->model_path, &c->n_vocab, &model_ctx, err, err_len);
+    if (rc != RS_OK)
+        return rc;
+    if (c->n_ctx == 0)
+        c->n_ctx = model_ctx;
+    if (c->n_ctx > model_ctx) {
+        snprintf(err, err_len, "--ctx %u exceeds the model's context length %u", c->n_ctx,
+                 model_ctx);
+        return RS_EINVAL;
+    }
+    return check_sizes(c, err, err_len);
+}
