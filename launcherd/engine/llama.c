@@ -197,7 +197,7 @@ static rs_err get_mat(const rs_gguf *g, const char *name, uint32_t cols, uint32_
         return fail(err, len, RS_EINVAL, "missing tensor %s", name);
     if (!kern_type_supported(t->type))
         return fail(err, len, RS_EUNSUPPORTED,
-                    "tensor %s has type %s; supported: f32, f16, bf16, q8_0", name,
+                    "tensor %s has type %s; supported: F32, F16, BF16, Q8_0", name,
                     rs_ggml_type_name(t->type));
     rs_err rc = check_shape(t, cols, rows, err, len);
     if (rc != RS_OK)
@@ -222,7 +222,7 @@ static rs_err get_vec(const rs_gguf *g, const char *name, uint32_t n, float *dst
     if (t == NULL)
         return fail(err, len, RS_EINVAL, "missing tensor %s", name);
     if (t->type != RS_GGML_F32 && t->type != RS_GGML_F16 && t->type != RS_GGML_BF16)
-        return fail(err, len, RS_EUNSUPPORTED, "tensor %s has type %s; supported: f32, f16, bf16",
+        return fail(err, len, RS_EUNSUPPORTED, "tensor %s has type %s; supported: F32, F16, BF16",
                     name, rs_ggml_type_name(t->type));
     rs_err rc = check_shape(t, n, 1, err, len);
     if (rc != RS_OK)

@@ -172,8 +172,11 @@ rs_err rs_kvcache_create(rs_model *m, uint32_t n_blocks, uint32_t block_size, rs
         return RS_EINVAL;
     }
     size_t per_block = m->ops->kv_block_bytes(m->state, block_size);
-    if (per_block == 0 || n_blocks > SIZE_MAX / 2 / per_block) {
-        rs_log_error("kvcache: %u blocks of %zu bytes overflow", n_blocks, per_block);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    if (per_block == 0 || (uint64_t)n_blocks > ram / per_block) {
+        rs_log_error("kvcache: %u blocks of %zu bytes exceed this host's %llu bytes of RAM",
+                     n_blocks, per_block, (unsigned long long)ram);
         return RS_ERANGE;
     }
     rs_kvcache *kv = calloc(1, sizeof(*kv));
@@ -228,6 +231,11 @@ static rs_err validate_seq(rs_model *m, const rs_kvcache *kv, const struct rs_mo
     }
     uint32_t end = s->pos0 + s->n_tokens;
     uint32_t need = end / bs + (end % bs != 0);
+    if ((uint64_t)end > (uint64_t)kv->n_blocks * bs) {
+        rs_log_error("step: seq %u: %u positions do not fit a cache of %u x %u tokens", i, end,
+                     kv->n_blocks, bs);
+        return RS_EINVAL;
+    }
     if (s->n_blocks < need) {
         rs_log_error("step: seq %u: block table has %u entries, positions < %u need %u", i,
                      s->n_blocks, end, need);

@@ -97,8 +97,8 @@ size_t rs_kvcache_block_bytes(const rs_model *m, uint32_t block_size);
 
 /*
  * Allocates n_blocks blocks of block_size tokens for model m (which it
- * borrows). Returns RS_OK, RS_EINVAL (zero sizes), RS_ERANGE (size overflow)
- * or RS_ENOMEM. *out owns the cache. Block contents start as zeros.
+ * borrows). Returns RS_OK, RS_EINVAL (zero sizes), RS_ERANGE (more bytes than
+ * the host's RAM) or RS_ENOMEM. *out owns the cache. Block contents start as zeros.
  */
 rs_err rs_kvcache_create(rs_model *m, uint32_t n_blocks, uint32_t block_size, rs_kvcache **out);
 
@@ -124,7 +124,8 @@ struct rs_model_seq {
  * Runs the model over n_seqs sequences in one batch: writes K/V of every new
  * token into its slot, then produces logits for the sequences that asked.
  * Validates everything first and returns RS_EINVAL (bad token id, table too
- * short, block index >= the cache's blocks, two tokens writing one slot,
+ * short, block index >= the cache's blocks, a sequence longer than the whole
+ * cache, two tokens writing one slot,
  * kv from another model, n_tokens 0), RS_ERANGE (more than max_batch_tokens
  * tokens) or RS_ENOMEM (scratch growth), in which case nothing was written.
  * One thread at a time per model (the launcher's step thread).
