@@ -13,9 +13,11 @@
  *      u = hash(seed, step).
  * Ties between equal logits always go to the lower token id, so every step
  * is a pure function of its inputs whatever the selection algorithm does.
- * Nothing sorts the vocab: a quickselect finds the best k, a quickselect on
- * probability mass finds the top-p nucleus (expected O(n) each); only the
- * <= 20 logprobs are sorted.
+ * Nothing sorts the vocab: a bounded heap (or quickselect) finds the best k;
+ * top-p drops ids too light to matter, buckets the rest by logit and selects
+ * on mass only inside the bucket where the nucleus ends (sampler_select.c);
+ * only the <= 20 logprobs are sorted. exp and sums run four lanes wide with
+ * SSE2 (bench/sampler prints the cost per token).
  */
 #include "launcherd/engine/sampler.h"
 
@@ -26,15 +28,22 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "launcherd/engine/sampler_impl.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define GREEDY_BELOW 1e-5f  /* temperatures under this sample greedily */
 #define MAX_VOCAB (1 << 26)
+#define BLOCK 256 /* values per partial sum (sums and the draw's scan work by block) */
 
 struct rs_sampler {
     int32_t n_vocab;
     int32_t *idx;    /* (n_vocab) candidate token ids */
     float *w;        /* (n_vocab) unnormalised probabilities exp((l - max) / T) */
     float *saved;    /* (n_vocab) raw logit of each penalised token, valid where mark == stamp */
+    double *bsum;    /* (n_vocab / BLOCK + 1) partial sums of w per block */
     uint32_t *mark;  /* (n_vocab) stamp of the step that last penalised the token */
     uint32_t *count; /* (n_vocab) occurrences in the output; all zero between calls */
     uint32_t stamp;
@@ -94,8 +103,9 @@ rs_err rs_sampler_create(int32_t n_vocab, rs_sampler **out)
         s->saved = malloc(n * sizeof(*s->saved));
         s->mark = calloc(n, sizeof(*s->mark));
         s->count = calloc(n, sizeof(*s->count));
+        s->bsum = malloc((n / BLOCK + 1) * sizeof(*s->bsum));
     }
-    if (s == NULL || !s->idx || !s->w || !s->saved || !s->mark || !s->count) {
+    if (s == NULL || !s->idx || !s->w || !s->saved || !s->mark || !s->count || !s->bsum) {
         rs_sampler_destroy(&s);
         rs_log_error("sampler: out of memory for a vocab of %d", n_vocab);
         return RS_ENOMEM;
@@ -114,80 +124,9 @@ void rs_sampler_destroy(rs_sampler **sp)
     free(s->saved);
     free(s->mark);
     free(s->count);
+    free(s->bsum);
     free(s);
     *sp = NULL;
-}
-
-/* --- selection over a total order: higher logit first, then lower id ------- */
-
-static inline int better(const float *l, int32_t a, int32_t b)
-{
-    return l[a] > l[b] || (l[a] == l[b] && a < b);
-}
-
-static inline void swap_i32(int32_t *a, int32_t *b)
-{
-    int32_t t = *a;
-    *a = *b;
-    *b = t;
-}
-
-static void sift_down(int32_t *v, size_t root, size_t n, const float *l)
-{
-    for (size_t child; (child = 2 * root + 1) < n; root = child) {
-        if (child + 1 < n && better(l, v[child], v[child + 1]))
-            child++; /* the worse child: a "worst-first" heap sorts best-first */
-        if (!better(l, v[root], v[child]))
-            return;
-        swap_i32(&v[root], &v[child]);
-    }
-}
-
-/* Sorts v[0..n) best first; heapsort: in place, O(n log n) worst case. */
-static void sort_best_first(int32_t *v, size_t n, const float *l)
-{
-    for (size_t i = n / 2; i-- > 0;)
-        sift_down(v, i, n, l);
-    for (size_t end = n; end > 1; end--) {
-        swap_i32(&v[0], &v[end - 1]);
-        sift_down(v, 0, end - 1, l);
-    }
-}
-
-static size_t median3(const int32_t *v, size_t a, size_t b, size_t c, const float *l)
-{
-    if (better(l, v[a], v[b]))
-        return better(l, v[b], v[c]) ? b : better(l, v[a], v[c]) ? c : a;
-    return better(l, v[a], v[c]) ? a : better(l, v[b], v[c]) ? c : b;
-}
-
-/*
- * Reorders v[0..n) so that v[0..k) holds the k best entries (in no particular
- * order). Quickselect with a median-of-3 pivot; after 2 log2(n) rounds it
- * sorts what is left, so the worst case stays O(n log n).
- */
-static void select_best(int32_t *v, size_t n, size_t k, const float *l)
-{
-    size_t lo = 0, hi = n, rounds = 0;
-    size_t limit = 2 * (size_t)(log2((double)n + 1.0) + 1.0);
-    while (hi - lo > 16 && k > lo && k < hi) {
-        if (++rounds > limit)
-            break;
-        size_t p = median3(v, lo, lo + (hi - lo) / 2, hi - 1, l);
-        swap_i32(&v[p], &v[hi - 1]);
-        int32_t pivot = v[hi - 1];
-        size_t store = lo;
-        for (size_t i = lo; i < hi - 1; i++)
-            if (better(l, v[i], pivot))
-                swap_i32(&v[i], &v[store++]);
-        swap_i32(&v[store], &v[hi - 1]);
-        if (k <= store)
-            hi = store;
-        else
-            lo = store + 1;
-    }
-    if (k > lo && k < hi)
-        sort_best_first(v + lo, hi - lo, l);
 }
 
 /* --- random draw ------------------------------------------------------------ */
@@ -206,30 +145,196 @@ static double uniform01(uint64_t seed, uint64_t step)
     return (double)(h >> 11) * 0x1p-53;
 }
 
+/* --- vector-friendly exp and sums -------------------------------------------- */
+
+static inline float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/*
+ * exp(x) for x <= 0 (Cephes' expf polynomial: about 1 ulp), 0 below -87 and
+ * for -inf. The SSE2 version below does the same operations on four lanes;
+ * libm's expf is a call per element and was 3/4 of the sampler's time.
+ */
+static inline float exp_nonpos(float x)
+{
+    const float c = x > -87.0f ? x : -87.0f;
+    const float fn = (float)(int)(c * 1.44269504089f - 0.5f); /* round(c / ln 2), c <= 0 */
+    const float r = c - fn * 0.693359375f - fn * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const float v = p * bits_f32((uint32_t)((int)fn + 127) << 23);
+    return x > -87.0f ? v : 0.0f;
+}
+
+#ifdef __SSE2__
+/* exp_nonpos on four lanes with the same operations, so lanes and tail agree bit for bit. */
+static inline __m128 exp_nonpos4(__m128 x)
+{
+    const __m128 floor = _mm_set1_ps(-87.0f);
+    const __m128 c = _mm_max_ps(x, floor);
+    const __m128 t = _mm_sub_ps(_mm_mul_ps(c, _mm_set1_ps(1.44269504089f)), _mm_set1_ps(0.5f));
+    const __m128i ni = _mm_cvttps_epi32(t);
+    const __m128 fn = _mm_cvtepi32_ps(ni);
+    __m128 r = _mm_sub_ps(c, _mm_mul_ps(fn, _mm_set1_ps(0.693359375f)));
+    r = _mm_sub_ps(r, _mm_mul_ps(fn, _mm_set1_ps(-2.12194440e-4f)));
+    __m128 p = _mm_set1_ps(1.9875691500e-4f);
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.3981999507e-3f));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(8.3334519073e-3f));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(4.1665795894e-2f));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.6666665459e-1f));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(5.0000001201e-1f));
+    p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(_mm_mul_ps(p, r), r), r), _mm_set1_ps(1.0f));
+    const __m128i e = _mm_slli_epi32(_mm_add_epi32(ni, _mm_set1_epi32(127)), 23);
+    const __m128 v = _mm_mul_ps(p, _mm_castsi128_ps(e));
+    return _mm_and_ps(v, _mm_cmpgt_ps(x, floor));
+}
+#endif
+
+/* w[i] = exp((l[i] - max) * scale); four lanes at a time where SSE2 exists. */
+static void exp_row(const float *l, float *w, size_t n, float max, float scale)
+{
+    size_t i = 0;
+#ifdef __SSE2__
+    const __m128 vmax = _mm_set1_ps(max), vscale = _mm_set1_ps(scale);
+    for (; i + 4 <= n; i += 4) {
+        __m128 x = _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(l + i), vmax), vscale);
+        _mm_storeu_ps(w + i, exp_nonpos4(x));
+    }
+#endif
+    for (; i < n; i++)
+        w[i] = exp_nonpos((l[i] - max) * scale);
+}
+
+/* Eight float lanes over w[lo..hi) (hi - lo a multiple of 8), summed in lane order. */
+static double lanes8(const float *w, size_t lo, size_t hi)
+{
+    float lane[8] = {0};
+#ifdef __SSE2__
+    __m128 a = _mm_setzero_ps(), b = _mm_setzero_ps();
+    for (size_t i = lo; i < hi; i += 8) {
+        a = _mm_add_ps(a, _mm_loadu_ps(w + i));
+        b = _mm_add_ps(b, _mm_loadu_ps(w + i + 4));
+    }
+    _mm_storeu_ps(lane, a);
+    _mm_storeu_ps(lane + 4, b);
+#else
+    for (size_t i = lo; i < hi; i += 8)
+        for (int j = 0; j < 8; j++)
+            lane[j] += w[i + j];
+#endif
+    double sum = 0.0;
+    for (int j = 0; j < 8; j++)
+        sum += lane[j];
+    return sum;
+}
+
+/* Sums w by blocks of BLOCK (eight float lanes each, then double) into bsum; returns the total. */
+static double block_sums(const float *w, size_t n, double *bsum)
+{
+    double total = 0.0;
+    for (size_t b = 0, lo = 0; lo < n; b++, lo += BLOCK) {
+        const size_t hi = lo + BLOCK < n ? lo + BLOCK : n, mid = lo + (hi - lo) / 8 * 8;
+        double sum = lanes8(w, lo, mid);
+        for (size_t i = mid; i < hi; i++)
+            sum += w[i];
+        bsum[b] = sum;
+        total += sum;
+    }
+    return total;
+}
+
+/*
+ * The id where the running sum of w first exceeds r: whole blocks first,
+ * then one block element by element. Rounding between the block sums and
+ * the element sums can leave r unreached; the last positive weight then wins.
+ */
+static int32_t scan_draw(const float *w, size_t n, const double *bsum, double r)
+{
+    const size_t nb = (n + BLOCK - 1) / BLOCK;
+    size_t b = 0;
+    double cum = 0.0;
+    for (; b + 1 < nb && cum + bsum[b] <= r; b++)
+        cum += bsum[b];
+    for (size_t i = b * BLOCK; i < n && i < (b + 1) * BLOCK; i++)
+        if (w[i] > 0.0f && (cum += w[i]) > r)
+            return (int32_t)i;
+    for (size_t i = n; i-- > 0;)
+        if (w[i] > 0.0f)
+            return (int32_t)i;
+    return 0;
+}
+
 /* --- the steps ---------------------------------------------------------------- */
 
-/* NaN logits become -inf (never sampled), +inf becomes FLT_MAX; returns the max. */
-static float sanitize_max(float *l, size_t n)
+/* Max of l[0..n) and whether any value is NaN or +inf (four lanes with SSE2). */
+static float max_and_check(const float *l, size_t n, int *bad)
 {
     float max = -INFINITY;
-    for (size_t i = 0; i < n; i++) {
-        float v = l[i];
-        if (v != v)
-            l[i] = v = -INFINITY;
-        else if (v > FLT_MAX)
-            l[i] = v = FLT_MAX;
-        max = v > max ? v : max;
+    size_t i = 0;
+    *bad = 0;
+#ifdef __SSE2__
+    __m128 vmax = _mm_set1_ps(-INFINITY), vbad = _mm_setzero_ps();
+    const __m128 big = _mm_set1_ps(FLT_MAX);
+    for (; i + 4 <= n; i += 4) {
+        __m128 x = _mm_loadu_ps(l + i);
+        vbad = _mm_or_ps(vbad, _mm_or_ps(_mm_cmpunord_ps(x, x), _mm_cmpgt_ps(x, big)));
+        vmax = _mm_max_ps(vmax, x);
+    }
+    float lane[4];
+    _mm_storeu_ps(lane, vmax);
+    for (int j = 0; j < 4; j++)
+        max = lane[j] > max ? lane[j] : max;
+    *bad = _mm_movemask_ps(vbad) != 0;
+#endif
+    for (; i < n; i++) {
+        *bad |= l[i] != l[i] || l[i] > FLT_MAX;
+        max = l[i] > max ? l[i] : max;
     }
     return max;
 }
 
-/* log(sum(exp(l))) of the raw logits, around their max for range. */
-static double log_normaliser(const float *l, size_t n, float max)
+/* First index i with l[i] == v (0 when none). */
+static int32_t first_equal(const float *l, size_t n, float v)
 {
-    double sum = 0.0;
-    for (size_t i = 0; i < n; i++)
-        sum += expf(l[i] - max);
-    return (double)max + log(sum);
+    size_t i = 0;
+#ifdef __SSE2__
+    const __m128 vv = _mm_set1_ps(v);
+    for (; i + 4 <= n; i += 4) {
+        int m = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(l + i), vv));
+        if (m != 0)
+            return (int32_t)(i + (size_t)__builtin_ctz((unsigned)m));
+    }
+#endif
+    for (; i < n; i++)
+        if (l[i] == v)
+            return (int32_t)i;
+    return 0;
+}
+
+/*
+ * NaN logits become -inf (never sampled), +inf becomes FLT_MAX. Returns the
+ * max and sets *best to its first index.
+ */
+static float sanitize_max(float *l, size_t n, int32_t *best)
+{
+    int bad;
+    float max = max_and_check(l, n, &bad);
+    if (bad) { /* rare: fix in place, then the max is of the fixed values */
+        for (size_t i = 0; i < n; i++)
+            l[i] = l[i] != l[i] ? -INFINITY : l[i] > FLT_MAX ? FLT_MAX : l[i];
+        max = max_and_check(l, n, &bad);
+    }
+    *best = first_equal(l, n, max);
+    return max;
 }
 
 /* The n_top best raw logits as logprobs, best first. Uses s->idx. */
@@ -237,10 +342,8 @@ static void fill_logprobs(rs_sampler *s, const float *l, size_t n, size_t n_top,
                           struct rs_sample_result *out)
 {
     int32_t *v = s->idx;
-    for (size_t i = 0; i < n; i++)
-        v[i] = (int32_t)i;
-    select_best(v, n, n_top, l);
-    sort_best_first(v, n_top, l);
+    sampler_top_ids(v, n, n_top, l);
+    sampler_sort_best_first(v, n_top, l);
     for (size_t i = 0; i < n_top; i++) {
         out->top_ids[i] = v[i];
         out->top_logprobs[i] = (float)((double)l[v[i]] - lse);
@@ -289,78 +392,11 @@ static int penalise(rs_sampler *s, const struct rs_sampling_params *p, float *l,
     return 1;
 }
 
+/* First index of the max of finite (sanitized) logits. */
 static int32_t argmax(const float *l, size_t n)
 {
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (l[i] > l[best])
-            best = i;
-    return (int32_t)best;
-}
-
-/* No top-k/top-p: min-p and the draw over the whole vocab in id order. */
-static int32_t draw_all(rs_sampler *s, const float *l, size_t n, float max, float inv_t,
-                        float min_p, double u)
-{
-    double total = 0.0, cum = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        float w = expf((l[i] - max) * inv_t);
-        s->w[i] = w >= min_p ? w : 0.0f;
-        total += s->w[i];
-    }
-    const double r = u * total;
-    int32_t last = argmax(l, n);
-    for (size_t i = 0; i < n; i++) {
-        if (s->w[i] <= 0.0f)
-            continue;
-        cum += s->w[i];
-        last = (int32_t)i;
-        if (cum > r)
-            break;
-    }
-    return last;
-}
-
-/*
- * top-p without sorting: reorders v[0..n) so that v[0..m) is the shortest
- * best-first prefix whose mass (w, by token id) reaches `target`, by
- * quickselect on mass: partition, keep the better side if its mass suffices,
- * else bank it and go right. Expected O(n). Returns m (>= 1).
- */
-static size_t select_mass(int32_t *v, size_t n, const float *l, const float *w, double target)
-{
-    size_t lo = 0, hi = n; /* v[0..lo) banked (mass acc < target); answer in (lo, hi] */
-    size_t rounds = 0, limit = 2 * (size_t)(log2((double)n + 1.0) + 1.0);
-    double acc = 0.0;
-    while (hi - lo > 1) {
-        if (++rounds > limit) { /* bad pivots: sort the rest and scan it */
-            sort_best_first(v + lo, hi - lo, l);
-            for (size_t i = lo; i < hi; i++)
-                if ((acc += w[v[i]]) >= target)
-                    return i + 1;
-            return hi;
-        }
-        size_t p = median3(v, lo, lo + (hi - lo) / 2, hi - 1, l);
-        swap_i32(&v[p], &v[hi - 1]);
-        const int32_t pivot = v[hi - 1];
-        size_t store = lo;
-        double mass = 0.0;
-        for (size_t i = lo; i < hi - 1; i++)
-            if (better(l, v[i], pivot)) {
-                mass += w[v[i]];
-                swap_i32(&v[i], &v[store++]);
-            }
-        swap_i32(&v[store], &v[hi - 1]);
-        if (acc + mass >= target) {
-            hi = store; /* store > lo: acc alone is below target */
-        } else if (acc + mass + w[pivot] >= target) {
-            return store + 1;
-        } else {
-            acc += mass + w[pivot];
-            lo = store + 1;
-        }
-    }
-    return hi > 0 ? hi : 1;
+    int bad;
+    return first_equal(l, n, max_and_check(l, n, &bad));
 }
 
 /* min-p over the candidates v[0..k) (w by token id; the best has w = 1), then the draw. */
@@ -383,37 +419,98 @@ static int32_t draw_set(int32_t *v, size_t k, const float *w, float min_p, doubl
 }
 
 /*
+ * Cuts v[0..m) (ids with w > 0) to the top-p nucleus when it is large: one
+ * pass puts each id's mass in one of NUC_BUCKETS buckets by logit (a linear,
+ * hence monotone, map), the buckets above the one where the mass crosses
+ * `target` are kept whole, and only that bucket is selected on. Returns the
+ * nucleus size; v[0..size) holds it.
+ */
+static size_t nucleus_buckets(int32_t *v, size_t m, const float *l, const float *w,
+                              double target)
+{
+    enum { NUC_BUCKETS = 1024 };
+    static _Thread_local double mass[NUC_BUCKETS];
+    float lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < m; i++) {
+        lo = l[v[i]] < lo ? l[v[i]] : lo;
+        hi = l[v[i]] > hi ? l[v[i]] : hi;
+    }
+    if (!(hi - lo > 0.0f) || !isfinite(hi - lo))
+        return sampler_select_mass(v, m, l, w, target);
+    const float scale = (NUC_BUCKETS - 1) / (hi - lo);
+    memset(mass, 0, sizeof(mass));
+    for (size_t i = 0; i < m; i++)
+        mass[(int)((l[v[i]] - lo) * scale)] += w[v[i]];
+    int cross = NUC_BUCKETS - 1;
+    double above = 0.0;
+    for (; cross > 0 && above + mass[cross] < target; cross--)
+        above += mass[cross];
+    size_t kept = 0, in_cross = 0;
+    for (size_t i = 0; i < m; i++) { /* kept ids first, then the crossing bucket's */
+        int b = (int)((l[v[i]] - lo) * scale);
+        if (b > cross) {
+            int32_t t = v[i];
+            v[i] = v[kept + in_cross];
+            v[kept + in_cross] = v[kept];
+            v[kept++] = t;
+        } else if (b == cross) {
+            int32_t t = v[i];
+            v[i] = v[kept + in_cross];
+            v[kept + in_cross++] = t;
+        }
+    }
+    return kept + sampler_select_mass(v + kept, in_cross, l, w, target - above);
+}
+
+/*
+ * top-p over the whole vocab (w over all ids, total z): ids whose w is below
+ * (1 - top_p) z / n cannot be in the nucleus (all of them together hold less
+ * than the 1 - top_p it leaves out), so only the rest is selected on.
+ */
+static size_t nucleus_all(rs_sampler *s, const float *l, size_t n, float top_p, double z)
+{
+    const float *w = s->w;
+    const float eps = (float)((1.0 - top_p) * z / (double)n);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w[i] >= eps && w[i] > 0.0f)
+            s->idx[m++] = (int32_t)i;
+    return nucleus_buckets(s->idx, m, l, w, (double)top_p * z);
+}
+
+/*
  * temperature, top-k, top-p, min-p and the draw. Candidates stay in the order
  * the selections leave them (a deterministic function of the logits); no
  * step sorts them.
  */
 static int32_t sample_tempered(rs_sampler *s, const struct rs_sampling_params *p,
-                               const float *l, uint64_t step)
+                               const float *l, float max, uint64_t step)
 {
     const size_t n = (size_t)s->n_vocab;
     const float inv_t = 1.0f / p->temperature;
     const double u = uniform01(p->seed, step);
-    const int use_k = p->top_k > 0 && (size_t)p->top_k < n;
-    const float max = l[argmax(l, n)];
-    if (!use_k && p->top_p >= 1.0f)
-        return draw_all(s, l, n, max, inv_t, p->min_p, u);
-    int32_t *v = s->idx;
     float *w = s->w;
-    for (size_t i = 0; i < n; i++)
-        v[i] = (int32_t)i;
-    size_t k = n;
-    if (use_k) {
-        k = (size_t)p->top_k;
-        select_best(v, n, k, l);
+    if (p->top_k > 0 && (size_t)p->top_k < n) {
+        int32_t *v = s->idx;
+        size_t k = (size_t)p->top_k;
+        sampler_top_ids(v, n, k, l);
+        double z = 0.0;
+        for (size_t i = 0; i < k; i++)
+            z += w[v[i]] = exp_nonpos((l[v[i]] - max) * inv_t);
+        if (p->top_p < 1.0f)
+            k = sampler_select_mass(v, k, l, w, (double)p->top_p * z);
+        return draw_set(v, k, w, p->min_p, u);
     }
-    double z = 0.0;
-    for (size_t i = 0; i < k; i++) {
-        w[v[i]] = expf((l[v[i]] - max) * inv_t);
-        z += w[v[i]];
+    exp_row(l, w, n, max, inv_t);
+    if (p->top_p < 1.0f) {
+        double z = block_sums(w, n, s->bsum);
+        size_t k = nucleus_all(s, l, n, p->top_p, z);
+        return draw_set(s->idx, k, w, p->min_p, u);
     }
-    if (p->top_p < 1.0f)
-        k = select_mass(v, k, l, w, (double)p->top_p * z);
-    return draw_set(v, k, w, p->min_p, u);
+    if (p->min_p > 0.0f)
+        for (size_t i = 0; i < n; i++)
+            w[i] = w[i] >= p->min_p ? w[i] : 0.0f;
+    return scan_draw(w, n, s->bsum, u * block_sums(w, n, s->bsum));
 }
 
 static rs_err check_history(const rs_sampler *s, const int32_t *tokens, size_t n)
@@ -445,19 +542,23 @@ rs_err rs_sampler_sample(rs_sampler *s, const struct rs_sampling_params *p, floa
     if (n_output > SIZE_MAX - n_prompt || check_history(s, tokens, n_prompt + n_output) != RS_OK)
         return RS_EINVAL;
     const size_t n = (size_t)s->n_vocab;
-    const float raw_max = sanitize_max(logits, n);
+    int32_t best;
+    const float raw_max = sanitize_max(logits, n, &best);
     if (raw_max == -INFINITY) {
         rs_log_error("sampler: no finite logit among %zu", n);
         return RS_EINVAL;
     }
     memset(out, 0, sizeof(*out));
-    const double lse = log_normaliser(logits, n, raw_max);
+    exp_row(logits, s->w, n, raw_max, 1.0f);
+    const double lse = (double)raw_max + log(block_sums(s->w, n, s->bsum));
     size_t n_top = (size_t)p->n_logprobs < n ? (size_t)p->n_logprobs : n;
     if (n_top > 0)
         fill_logprobs(s, logits, n, n_top, lse, out);
     const int penalised = penalise(s, p, logits, tokens, n_prompt, n_output);
-    int32_t tok = p->temperature < GREEDY_BELOW ? argmax(logits, n)
-                                                : sample_tempered(s, p, logits, step);
+    if (penalised)
+        best = argmax(logits, n);
+    int32_t tok = p->temperature < GREEDY_BELOW ? best
+                                                : sample_tempered(s, p, logits, logits[best], step);
     float raw = penalised && s->mark[tok] == s->stamp ? s->saved[tok] : logits[tok];
     out->token = tok;
     out->logprob = (float)((double)raw - lse);
