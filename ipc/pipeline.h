@@ -231,6 +231,8 @@ struct rs_pipe_result_row {
     uint32_t req_index, req_gen;
     int32_t token;             /* sampled token, -1 when the row sampled nothing */
     uint32_t n_tokens;         /* list length after the append */
+    uint32_t computed;         /* pos0 + n_tokens of its batch seq: K/V now held up to here */
+    uint32_t pad;
 };
 
 struct rs_pipe_result {

@@ -98,6 +98,9 @@ rs_err rs_pipe_result_check(const struct rs_pipe *p, const void *data, uint32_t 
         if (rows[i].token >= 0 && (uint32_t)rows[i].token >= p->cfg.n_vocab)
             return bad(err, err_len, "result row: token outside the vocabulary",
                        (uint32_t)rows[i].token, p->cfg.n_vocab);
+        if (rows[i].computed > p->cfg.n_ctx)
+            return bad(err, err_len, "result row: computed past the context", rows[i].computed,
+                       p->cfg.n_ctx);
         if (rows[i].n_tokens > p->cfg.n_ctx)
             return bad(err, err_len, "result row: length past the context", rows[i].n_tokens,
                        p->cfg.n_ctx);
