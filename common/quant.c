@@ -11,6 +11,9 @@
 #include <math.h>
 #include <string.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -165,8 +168,16 @@ void rs_quant_row_f32_to_bf16(const float *src, uint16_t *dst, size_t n)
 
 void rs_quant_row_bf16_to_f32(const uint16_t *src, float *dst, size_t n)
 {
-    /* A plain shift per element: compilers vectorize this loop. */
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+#ifdef __SSE2__
+    const __m128i zero = _mm_setzero_si128();
+    for (; i + 8 <= n; i += 8) { /* interleaving zeros below each value shifts it up 16 */
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm_unpacklo_epi16(zero, h));
+        _mm_storeu_si128((__m128i *)(void *)(dst + i + 4), _mm_unpackhi_epi16(zero, h));
+    }
+#endif
+    for (; i < n; i++) {
         uint32_t u = (uint32_t)src[i] << 16;
         memcpy(&dst[i], &u, 4);
     }
@@ -209,6 +220,22 @@ void rs_quant_row_q8_0_quantize(const float *src, void *dst, size_t n)
     }
 }
 
+#ifdef __SSE2__
+/* 16 int8 at q times d into y[0..16): sign-extend via unpack + arithmetic shift. */
+static inline void q8_16(const uint8_t *q, __m128 d, float *y)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)q);
+    const __m128i lo = _mm_srai_epi16(_mm_unpacklo_epi8(v, v), 8);
+    const __m128i hi = _mm_srai_epi16(_mm_unpackhi_epi8(v, v), 8);
+    const __m128i w[4] = {_mm_srai_epi32(_mm_unpacklo_epi16(lo, lo), 16),
+                          _mm_srai_epi32(_mm_unpackhi_epi16(lo, lo), 16),
+                          _mm_srai_epi32(_mm_unpacklo_epi16(hi, hi), 16),
+                          _mm_srai_epi32(_mm_unpackhi_epi16(hi, hi), 16)};
+    for (int k = 0; k < 4; k++)
+        _mm_storeu_ps(y + 4 * k, _mm_mul_ps(_mm_cvtepi32_ps(w[k]), d));
+}
+#endif
+
 void rs_quant_row_q8_0_dequantize(const void *src, float *dst, size_t n)
 {
     const uint8_t *in = src;
@@ -217,10 +244,15 @@ void rs_quant_row_q8_0_dequantize(const void *src, float *dst, size_t n)
         uint16_t dh;
         memcpy(&dh, blk, 2);
         const float d = rs_quant_f16_to_f32(dh);
-        const int8_t *qs = (const int8_t *)(blk + 2);
         float *y = dst + b * RS_QUANT_Q8_0_BLOCK;
+#ifdef __SSE2__
+        q8_16(blk + 2, _mm_set1_ps(d), y); /* same int -> float and product as below */
+        q8_16(blk + 18, _mm_set1_ps(d), y + 16);
+#else
+        const int8_t *qs = (const int8_t *)(blk + 2);
         for (int j = 0; j < RS_QUANT_Q8_0_BLOCK; j++)
             y[j] = (float)qs[j] * d;
+#endif
     }
 }
 

@@ -5,7 +5,8 @@
  * row), and Q8_0 row quantize/dequantize in ggml's exact block layout, so the
  * files we write load in llama.cpp and theirs load here. All conversions are
  * bit-exact and deterministic: F16 and BF16 round to nearest, ties to even;
- * row converters use F16C when the CPU has it (same bits as the portable path).
+ * row converters use F16C when the CPU has it, and SSE2 for BF16 and Q8_0
+ * rows (same bits as the scalar definitions).
  * Leaves out: K-quants and the other ggml block types, and the SIMD dot
  * products (those belong to the engine's kernels).
  */
