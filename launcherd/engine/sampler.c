@@ -37,6 +37,7 @@
 #define GREEDY_BELOW 1e-5f  /* temperatures under this sample greedily */
 #define MAX_VOCAB (1 << 26)
 #define BLOCK 256 /* values per partial sum (sums and the draw's scan work by block) */
+#define NUC_BUCKETS 1024 /* logit buckets top-p sorts its candidates into */
 
 struct rs_sampler {
     int32_t n_vocab;
@@ -44,6 +45,7 @@ struct rs_sampler {
     float *w;        /* (n_vocab) unnormalised probabilities exp((l - max) / T) */
     float *saved;    /* (n_vocab) raw logit of each penalised token, valid where mark == stamp */
     double *bsum;    /* (n_vocab / BLOCK + 1) partial sums of w per block */
+    double mass[NUC_BUCKETS]; /* top-p: probability mass per logit bucket */
     uint32_t *mark;  /* (n_vocab) stamp of the step that last penalised the token */
     uint32_t *count; /* (n_vocab) occurrences in the output; all zero between calls */
     uint32_t stamp;
@@ -425,11 +427,9 @@ static int32_t draw_set(int32_t *v, size_t k, const float *w, float min_p, doubl
  * `target` are kept whole, and only that bucket is selected on. Returns the
  * nucleus size; v[0..size) holds it.
  */
-static size_t nucleus_buckets(int32_t *v, size_t m, const float *l, const float *w,
-                              double target)
+static size_t nucleus_buckets(double *mass, int32_t *v, size_t m, const float *l,
+                              const float *w, double target)
 {
-    enum { NUC_BUCKETS = 1024 };
-    static _Thread_local double mass[NUC_BUCKETS];
     float lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < m; i++) {
         lo = l[v[i]] < lo ? l[v[i]] : lo;
@@ -438,7 +438,7 @@ static size_t nucleus_buckets(int32_t *v, size_t m, const float *l, const float 
     if (!(hi - lo > 0.0f) || !isfinite(hi - lo))
         return sampler_select_mass(v, m, l, w, target);
     const float scale = (NUC_BUCKETS - 1) / (hi - lo);
-    memset(mass, 0, sizeof(mass));
+    memset(mass, 0, NUC_BUCKETS * sizeof(*mass));
     for (size_t i = 0; i < m; i++)
         mass[(int)((l[v[i]] - lo) * scale)] += w[v[i]];
     int cross = NUC_BUCKETS - 1;
@@ -475,7 +475,7 @@ static size_t nucleus_all(rs_sampler *s, const float *l, size_t n, float top_p, 
     for (size_t i = 0; i < n; i++)
         if (w[i] >= eps && w[i] > 0.0f)
             s->idx[m++] = (int32_t)i;
-    return nucleus_buckets(s->idx, m, l, w, (double)top_p * z);
+    return nucleus_buckets(s->mass, s->idx, m, l, w, (double)top_p * z);
 }
 
 /*
