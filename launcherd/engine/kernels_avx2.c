@@ -92,13 +92,14 @@ struct pf {
     int to_l2; /* F32 tiles are large: into L2 only, measured faster than into L1 */
 };
 
-INL void pf_lines(struct pf *f, int n)
+/* Issues prefetches for lines [*p, *p + 64 n) below end; p lives in a register of the caller. */
+INL void pf_lines(const char **p, const char *end, int to_l2, int n)
 {
-    for (int i = 0; i < n && f->p < f->end; i++, f->p += 64) {
-        if (f->to_l2)
-            _mm_prefetch(f->p, _MM_HINT_T1);
+    for (int i = 0; i < n && *p < end; i++, *p += 64) {
+        if (to_l2)
+            _mm_prefetch(*p, _MM_HINT_T1);
         else
-            _mm_prefetch(f->p, _MM_HINT_T0);
+            _mm_prefetch(*p, _MM_HINT_T0);
     }
 }
 
@@ -140,14 +141,14 @@ INL __m256 load_tail16(const uint16_t *p, uint32_t n, int bf16)
 /* --- F32 weight rows (the matrix itself or a widened panel) --------------- */
 
 INL void tile_f32(int mr, int nr, const float *const *wr, const float *x, size_t ldx, uint32_t K,
-                  float *y, size_t ldy, int accumulate, struct pf *pf)
+                  float *y, size_t ldy, int accumulate, struct pf pf)
 {
     __m256 acc[MR][NR];
     UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
         _mm256_setzero_ps();
     uint32_t k = 0;
     for (; k + 8 <= K; k += 8) {
-        pf_lines(pf, nr * 32 / 64);
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr * 32 / 64);
         __m256 xv[MR];
         UNROLL for (int m = 0; m < mr; m++) xv[m] = _mm256_loadu_ps(x + (size_t)m * ldx + k);
         UNROLL for (int n = 0; n < nr; n++) {
@@ -170,14 +171,14 @@ INL void tile_f32(int mr, int nr, const float *const *wr, const float *x, size_t
 
 /* Same, widening F16 (bf16 = 0) or BF16 (bf16 = 1) rows in registers. */
 INL void tile_h16(int mr, int nr, int bf16, const uint16_t *const *wr, const float *x, size_t ldx,
-                  uint32_t K, float *y, size_t ldy, int accumulate, struct pf *pf)
+                  uint32_t K, float *y, size_t ldy, int accumulate, struct pf pf)
 {
     __m256 acc[MR][NR];
     UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
         _mm256_setzero_ps();
     uint32_t k = 0;
     for (; k + 8 <= K; k += 8) {
-        pf_lines(pf, nr == NR ? 1 : 0);
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? 1 : 0);
         __m256 xv[MR];
         UNROLL for (int m = 0; m < mr; m++) xv[m] = _mm256_loadu_ps(x + (size_t)m * ldx + k);
         UNROLL for (int n = 0; n < nr; n++) {
@@ -200,13 +201,13 @@ INL void tile_h16(int mr, int nr, int bf16, const uint16_t *const *wr, const flo
 
 /* Same over Q8_0 rows (K a multiple of 32): one scale load per block. */
 INL void tile_q8(int mr, int nr, const uint8_t *const *wr, const float *x, size_t ldx, uint32_t K,
-                 float *y, size_t ldy, int accumulate, struct pf *pf)
+                 float *y, size_t ldy, int accumulate, struct pf pf)
 {
     __m256 acc[MR][NR];
     UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
         _mm256_setzero_ps();
     for (uint32_t b = 0; b < K / 32; b++) {
-        pf_lines(pf, nr == NR ? 3 : 0); /* 4 x 34 bytes per block step */
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? 3 : 0); /* 4 x 34 bytes per block */
         UNROLL for (int n = 0; n < nr; n++) {
             const uint8_t *blk = wr[n] + (size_t)b * Q8_BYTES;
             __m256 d = q8_scale(blk);
@@ -234,11 +235,11 @@ static uint32_t m_block_rows(uint32_t K)
 /* One weight tile of nr rows (pointers wr) against rows [0, mrows) of x. */
 #define F32_TILE_CASE(MR_, NR_)                                                                  \
     tile_f32(MR_, NR_, wr, x + (size_t)m * ldx, ldx, K, y + (size_t)m * ldy, ldy, accumulate,    \
-             m == 0 ? pf : &none)
+             m == 0 ? pf : none)
 
 TGT static void f32_tile_rows(const float *const *wr, int nr, const float *x, size_t ldx,
                               uint32_t mrows, uint32_t K, float *y, size_t ldy, int accumulate,
-                              struct pf *pf)
+                              struct pf pf)
 {
     struct pf none = {NULL, NULL, 0};
     uint32_t m = 0;
@@ -308,7 +309,7 @@ static void gemm_f32(const struct kern_mat *w, const float *x, size_t ldx, uint3
                 wr[r] = (const float *)((const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes);
             struct pf f = next_tile(w, n, n1);
             f32_tile_rows(wr, nr, x + (size_t)m0 * ldx, ldx, mrows, K, y + (size_t)m0 * ldy + n,
-                          ldy, accumulate, &f);
+                          ldy, accumulate, f);
             n += (uint32_t)nr;
         }
     }
@@ -330,7 +331,7 @@ static void gemm_panel(const struct kern_mat *w, const float *x, size_t ldx, uin
                 wr[r] = panel + (size_t)r * kpad;
             struct pf none = {NULL, NULL, 0};
             f32_tile_rows(wr, nr, x + (size_t)m0 * ldx, ldx, mrows, K, y + (size_t)m0 * ldy + n,
-                          ldy, accumulate, &none);
+                          ldy, accumulate, none);
             n += (uint32_t)nr;
         }
     }
@@ -340,10 +341,10 @@ static void gemm_panel(const struct kern_mat *w, const float *x, size_t ldx, uin
 #define DIRECT_CASE(MR_, NR_)                                                                    \
     do {                                                                                         \
         if (w->type == RS_GGML_Q8_0)                                                             \
-            tile_q8(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, &f);  \
+            tile_q8(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);   \
         else                                                                                     \
             tile_h16(MR_, NR_, w->type == RS_GGML_BF16, (const uint16_t *const *)wr, x, ldx, K,  \
-                     yn, ldy, accumulate, &f);                                                   \
+                     yn, ldy, accumulate, f);                                                    \
     } while (0)
 
 TGT static void gemm_direct(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
