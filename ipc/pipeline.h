@@ -67,6 +67,7 @@ enum rs_pipe_req_state {
 /* Request flags (rs_pipe_req.flags). */
 #define RS_PIPE_F_STREAM 0x1u
 #define RS_PIPE_F_IGNORE_EOS 0x2u
+#define RS_PIPE_F_TCP 0x4u /* the client came over tcp:// (postprocd answers on its tcp ROUTER) */
 
 /* Finish word: reason (enum rs_wire_finish) | stage << 8 | error code << 16. */
 static inline uint32_t rs_pipe_finish_make(unsigned reason, enum rs_pipe_stage who, unsigned code)
@@ -174,6 +175,11 @@ struct rs_pipe_req {
     uint32_t pad0;
     uint64_t unreachable_ns;            /* first failed send to the client, 0 = none */
     struct rs_pipe_cursor cursor[2];
+
+    /* tokenizerd's (intake, immutable once published): hash of the generate's content
+     * (prompt and every parameter), so a resend under the same id is acknowledged again
+     * while a different request under an id still in flight is refused as `duplicate` */
+    uint64_t intake_hash;
     /* the token list (arena.h) follows at RS_PIPE_REQ_LIST_OFFSET */
 };
 
