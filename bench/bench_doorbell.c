@@ -204,6 +204,35 @@ static int run_zmq(uint64_t n, double rate, struct result *r, uint64_t *retries,
     return got == (ssize_t)sizeof(*r) ? 0 : -1;
 }
 
+/* In-process encode + decode of a batch_ready and of a 64-entry tokens_ready, ns per doorbell. */
+static void codec_cost(uint64_t n, double *small_ns, double *tokens_ns)
+{
+    static struct rs_wire_door d, back;
+    uint8_t mem[RS_WIRE_DOOR_MSG_MAX];
+    struct rs_wire_buf buf;
+    struct rs_wire_error err;
+    uint64_t sum = 0;
+    rs_wire_buf_init_fixed(&buf, mem, sizeof(mem));
+    for (int pass = 0; pass < 2; pass++) {
+        memset(&d, 0, sizeof(d));
+        d.kind = pass ? RS_WIRE_DOOR_TOKENS_READY : RS_WIRE_DOOR_BATCH_READY;
+        d.n_entries = pass ? 64 : 0;
+        for (uint32_t i = 0; i < d.n_entries; i++)
+            d.entries[i] = (struct rs_wire_door_tok){i * 7, 1000 + i, 300 + i};
+        uint64_t t0 = rs_clock_ns();
+        for (uint64_t i = 0; i < n; i++) {
+            d.sent_ns = t0 + i;
+            d.u.f[0] = i;
+            if (rs_wire_door_encode(&d, &buf) == RS_OK &&
+                rs_wire_door_decode(buf.data, buf.len, &back, &err) == RS_OK)
+                sum += back.u.f[0];
+        }
+        *(pass ? tokens_ns : small_ns) = (double)(rs_clock_ns() - t0) / (double)n;
+    }
+    if (sum == 0)
+        fprintf(stderr, "codec loop decoded nothing\n");
+}
+
 static void print_latency(const char *what, const struct result *r)
 {
     printf("  %-34s p50 %7.1f us   p99 %7.1f us   p99.9 %7.1f us   max %8.1f us  (n=%llu)\n",
@@ -246,6 +275,10 @@ int main(int argc, char **argv)
     print_latency("doorbell (msgpack+zmq ipc PUSH/PULL)", &zl);
     printf("  doorbell %zu bytes; ratio to floor: p50 %.2fx  p99 %.2fx; goal p99 <= 50 us: %s\n",
            size, zl.p50 / raw.p50, zl.p99 / raw.p99, zl.p99 <= 50 ? "met" : "NOT met");
+    double small_ns, tokens_ns;
+    codec_cost(1000000, &small_ns, &tokens_ns);
+    printf("  msgpack encode+decode in-process: %.0f ns per batch_ready, %.0f ns per "
+           "tokens_ready of 64 entries\n", small_ns, tokens_ns);
     double raw_rate = (double)rawp.n / rawp.secs, z_rate = (double)zp.n / zp.secs;
     printf("bench_doorbell: peak rate, %llu messages sent back to back\n",
            (unsigned long long)peak_n);

@@ -39,27 +39,19 @@ void wire_rd_init(struct wire_rd *r, const void *buf, size_t len, struct rs_wire
     err->msg[0] = '\0';
 }
 
+/* Kind of each msgpack format byte (a table: this runs for every value read). */
+static const uint8_t kind_of[256] = {
+    [0x00 ... 0x7f] = WK_INT,   [0x80 ... 0x8f] = WK_MAP,   [0x90 ... 0x9f] = WK_ARRAY,
+    [0xa0 ... 0xbf] = WK_STR,   [0xc0] = WK_NIL,            [0xc1] = WK_BAD,
+    [0xc2 ... 0xc3] = WK_BOOL,  [0xc4 ... 0xc6] = WK_BIN,   [0xc7 ... 0xc9] = WK_EXT,
+    [0xca ... 0xcb] = WK_FLOAT, [0xcc ... 0xd3] = WK_INT,   [0xd4 ... 0xd8] = WK_EXT,
+    [0xd9 ... 0xdb] = WK_STR,   [0xdc ... 0xdd] = WK_ARRAY, [0xde ... 0xdf] = WK_MAP,
+    [0xe0 ... 0xff] = WK_INT,
+};
+
 enum wire_kind wire_rd_kind(const struct wire_rd *r)
 {
-    if (r->p >= r->end)
-        return WK_END;
-    uint8_t b = *r->p;
-    if (b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xd3))
-        return WK_INT;
-    if (b <= 0x8f || b == 0xde || b == 0xdf)
-        return WK_MAP;
-    if (b <= 0x9f || b == 0xdc || b == 0xdd)
-        return WK_ARRAY;
-    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb))
-        return WK_STR;
-    switch (b) {
-    case 0xc0: return WK_NIL;
-    case 0xc2: case 0xc3: return WK_BOOL;
-    case 0xc4: case 0xc5: case 0xc6: return WK_BIN;
-    case 0xca: case 0xcb: return WK_FLOAT;
-    case 0xc1: return WK_BAD;
-    default: return WK_EXT; /* 0xc7..0xc9, 0xd4..0xd8 */
-    }
+    return r->p < r->end ? (enum wire_kind)kind_of[*r->p] : WK_END;
 }
 
 const char *wire_kind_name(enum wire_kind kind)
@@ -99,12 +91,18 @@ rs_err wire_fail(struct wire_rd *r, enum rs_wire_code code, const char *fmt, ...
     return wire_set_error(r->err, code, "field '%s': %s", r->field, detail);
 }
 
-static uint64_t load_be(const uint8_t *p, unsigned n)
+/* Big-endian integer of n = 1, 2, 4 or 8 bytes. */
+static inline uint64_t load_be(const uint8_t *p, unsigned n)
 {
-    uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
+    uint16_t v16;
+    uint32_t v32;
+    uint64_t v64;
+    switch (n) {
+    case 1: return p[0];
+    case 2: memcpy(&v16, p, 2); return __builtin_bswap16(v16);
+    case 4: memcpy(&v32, p, 4); return __builtin_bswap32(v32);
+    default: memcpy(&v64, p, 8); return __builtin_bswap64(v64);
+    }
 }
 
 /* Consumes 1 + n header bytes; the value of the n bytes after the format byte. */
@@ -263,6 +261,10 @@ rs_err wire_rd_array(struct wire_rd *r, uint32_t *n, uint32_t max)
 rs_err wire_rd_array_exact(struct wire_rd *r, uint32_t n)
 {
     struct wire_tok t;
+    if (n <= 15 && r->p < r->end && *r->p == (0x90 | n) && (size_t)(r->end - r->p) > n) {
+        r->p++; /* fixarray with room for its n items: the doorbell entries' case */
+        return RS_OK;
+    }
     rs_err e = rd_expect(r, &t, WK_ARRAY, "array");
     if (e != RS_OK)
         return e;
@@ -311,9 +313,39 @@ rs_err wire_rd_id(struct wire_rd *r, char out[RS_WIRE_ID_MAX + 1], bool allow_em
     return RS_OK;
 }
 
+/* Fast path for the common case, a non-negative fixint or uint8..64 that is all there. */
+static inline bool fast_uint(struct wire_rd *r, uint64_t *v)
+{
+    uint8_t b = *r->p;
+    if (b <= 0x7f) {
+        *v = b;
+        r->p++;
+        return true;
+    }
+    if (b < 0xcc || b > 0xcf)
+        return false;
+    unsigned n = 1u << (b - 0xcc);
+    if ((size_t)(r->end - r->p) <= n)
+        return false;
+    *v = load_be(r->p + 1, n);
+    r->p += 1 + n;
+    return true;
+}
+
 rs_err wire_rd_u64(struct wire_rd *r, uint64_t *v, uint64_t max)
 {
     struct wire_tok t;
+    uint64_t u;
+    if (r->p < r->end) {
+        const uint8_t *at = r->p;
+        if (fast_uint(r, &u)) {
+            if (u <= max) {
+                *v = u;
+                return RS_OK;
+            }
+            r->p = at; /* out of range: the slow path reports it */
+        }
+    }
     rs_err e = rd_expect(r, &t, WK_INT, "integer");
     if (e != RS_OK)
         return e;
@@ -330,6 +362,14 @@ rs_err wire_rd_u64(struct wire_rd *r, uint64_t *v, uint64_t max)
 rs_err wire_rd_u32(struct wire_rd *r, uint32_t *v, uint32_t max)
 {
     uint64_t w = 0;
+    const uint8_t *at = r->p;
+    if (r->p < r->end && fast_uint(r, &w)) {
+        if (w <= max) {
+            *v = (uint32_t)w;
+            return RS_OK;
+        }
+        r->p = at; /* out of range: the slow path reports it */
+    }
     rs_err e = wire_rd_u64(r, &w, max);
     if (e == RS_OK)
         *v = (uint32_t)w;

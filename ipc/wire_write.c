@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * msgpack writer for the wire encoders (see wire_impl.h): msgpack-c's packer
- * (smallest encoding of every integer, float32 for floats) writing into an
- * rs_wire_buf that refuses to grow past its limit, plus the checks encoders
- * run so that they never emit a message our own decoders would reject.
+ * (float32 for floats, strings, maps) writing into an rs_wire_buf that refuses
+ * to grow past its limit; unsigned integers and array headers, the whole of a
+ * doorbell, are packed inline (smallest encoding, as msgpack-c would) because
+ * the per-item callback dominated the doorbell profile. Also the checks the
+ * encoders run so they never emit a message our own decoders would reject.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -52,14 +54,47 @@ rs_err wire_wr_end(struct wire_wr *w)
     return RS_ERANGE;
 }
 
+/* Appends n <= 9 header bytes, straight into the buffer when there is room. */
+static inline void put_small(struct wire_wr *w, const uint8_t *p, size_t n)
+{
+    struct rs_wire_buf *b = w->b;
+    if (b->failed || n > b->cap - b->len) {
+        (void)buf_write(b, (const char *)p, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        b->data[b->len + i] = p[i];
+    b->len += n;
+}
+
+/* A format byte then v big-endian in n = 1, 2, 4 or 8 bytes; returns 1 + n. */
+static inline size_t with_be(uint8_t *out, uint8_t format, uint64_t v, unsigned n)
+{
+    uint16_t v16 = __builtin_bswap16((uint16_t)v);
+    uint32_t v32 = __builtin_bswap32((uint32_t)v);
+    uint64_t v64 = __builtin_bswap64(v);
+    out[0] = format;
+    switch (n) {
+    case 1: out[1] = (uint8_t)v; break;
+    case 2: memcpy(out + 1, &v16, 2); break;
+    case 4: memcpy(out + 1, &v32, 4); break;
+    default: memcpy(out + 1, &v64, 8); break;
+    }
+    return 1 + n;
+}
+
 void wire_wr_map(struct wire_wr *w, uint32_t n)
 {
     (void)msgpack_pack_map(&w->pk, n);
 }
 
+/* Integers and array headers are what doorbells are made of: packed here, not via callbacks. */
 void wire_wr_array(struct wire_wr *w, uint32_t n)
 {
-    (void)msgpack_pack_array(&w->pk, n);
+    uint8_t h[5];
+    size_t len = n <= 15 ? (h[0] = (uint8_t)(0x90 | n), 1)
+                 : n <= 0xffff ? with_be(h, 0xdc, n, 2) : with_be(h, 0xdd, n, 4);
+    put_small(w, h, len);
 }
 
 void wire_wr_key(struct wire_wr *w, const char *key)
@@ -72,9 +107,28 @@ void wire_wr_str(struct wire_wr *w, const char *p, size_t len)
     (void)msgpack_pack_str_with_body(&w->pk, len ? p : "", len);
 }
 
+/* Packs v at out (9 bytes available); returns the bytes used. */
+static inline size_t pack_uint(uint8_t *out, uint64_t v)
+{
+    if (v <= 0x7f) {
+        out[0] = (uint8_t)v;
+        return 1;
+    }
+    return v <= 0xff         ? with_be(out, 0xcc, v, 1)
+           : v <= 0xffff     ? with_be(out, 0xcd, v, 2)
+           : v <= 0xffffffff ? with_be(out, 0xce, v, 4)
+                             : with_be(out, 0xcf, v, 8);
+}
+
 void wire_wr_u64(struct wire_wr *w, uint64_t v)
 {
-    (void)msgpack_pack_uint64(&w->pk, v);
+    struct rs_wire_buf *b = w->b;
+    if (!b->failed && b->cap - b->len >= 9) {
+        b->len += pack_uint(b->data + b->len, v);
+        return;
+    }
+    uint8_t h[9];
+    put_small(w, h, pack_uint(h, v));
 }
 
 void wire_wr_i64(struct wire_wr *w, int64_t v)
