@@ -17,6 +17,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/role_impl.h"
+#include "ipc/shm_impl.h"
 
 #define CFG_UNSET 0u
 #define CFG_WRITING 1u
@@ -279,6 +281,16 @@ void rs_pipe_close(struct rs_pipe **pp)
     rs_shm_detach(&p->shm);
     free(p);
     *pp = NULL;
+}
+
+uint32_t rs_pipe_stage_inc(const struct rs_pipe *p, enum rs_pipe_stage stage)
+{
+    /* The roles region lists the stages first, in enum order (role_names). */
+    if (p == NULL || p->shm == NULL || (unsigned)stage >= p->shm->n_roles)
+        return 0;
+    uint64_t w = atomic_load_explicit(&roles_rec(p->shm->roles, (uint32_t)stage)->word,
+                                      memory_order_acquire);
+    return rs_sw_owner(w);
 }
 
 rs_err rs_pipe_unlink(const char *instance)

@@ -199,6 +199,12 @@ struct rs_pipe_kvrow {
 struct rs_pipe_kvmeta {
     _Atomic uint64_t hash;  /* chained hash of the block's tokens and its prefix */
     _Atomic uint64_t word;  /* launcher incarnation whose K/V it describes << 32 | 1 = valid */
+    /* schedulerd's hit verification (written before word, read after it): a lookup must also
+     * match a second, independently seeded hash of the block's own tokens and the block that
+     * held the previous block_size tokens (parent), so a false hit needs two 64-bit collisions */
+    uint64_t tok_hash;
+    uint32_t parent;        /* block of the preceding tokens, UINT32_MAX for a first block */
+    uint32_t pad;
 };
 
 /* --- batch ring record (schedulerd -> launcherd) ------------------------------------------- */
@@ -260,6 +266,10 @@ struct rs_pipe_shared {
     struct rs_pipe_config cfg;
     _Atomic uint64_t next_handle;  /* request handles, from 1 */
     _Atomic uint64_t next_batch;   /* batch ids, from 1 (schedulerd) */
+    /* launcher incarnation whose K/V the kv_tables rows, kv_meta and the RUNNING records'
+     * n_computed describe (schedulerd; 0 = none yet). A different current launcher means
+     * that K/V is gone: schedulerd re-prefills every RUNNING request, then stores the new one. */
+    _Atomic uint64_t kv_launcher_inc;
 };
 
 /* --- metrics: one block per stage ---------------------------------------------------------- */
@@ -278,7 +288,10 @@ enum {
     RS_M_SCH_STEPS, RS_M_SCH_PREFILL_TOKENS, RS_M_SCH_DECODE_TOKENS, RS_M_SCH_PREEMPTIONS,
     RS_M_SCH_PREFIX_QUERY, RS_M_SCH_PREFIX_HIT, RS_M_SCH_FINISHED, RS_M_SCH_KV_USED,
     RS_M_SCH_KV_FREE, RS_M_SCH_KV_CACHED, RS_M_SCH_WAITING, RS_M_SCH_RUNNING,
-    RS_M_SCH_LAUNCHER_RESETS, RS_M_SCH_N
+    RS_M_SCH_LAUNCHER_RESETS,
+    RS_M_SCH_PLAN_NS_LAST,    /* gauge: ns the latest step took to plan and write (exact) */
+    RS_M_SCH_APPLIED_NS_LAST, /* gauge: CLOCK_MONOTONIC when the latest result was applied */
+    RS_M_SCH_N
 };
 enum { RS_H_SCH_PLAN, RS_H_SCH_QUEUE_WAIT, RS_H_SCH_STEP, RS_H_SCH_N };
 enum { RS_M_LAU_STEPS, RS_M_LAU_TOKENS, RS_M_LAU_SAMPLED, RS_M_LAU_KV_LOST, RS_M_LAU_N };
@@ -294,6 +307,14 @@ const char *rs_pipe_metric_name(enum rs_pipe_stage stage, int hist, unsigned i);
 
 /* "tokenizerd", ...; "?" otherwise. */
 const char *rs_pipe_stage_name(enum rs_pipe_stage stage);
+
+struct rs_pipe;
+/*
+ * Current incarnation of `stage`'s role (0: never started): one acquire load,
+ * cheap enough for every loop pass (schedulerd watches launcherd's to notice
+ * that its K/V is gone). Any process, any thread.
+ */
+uint32_t rs_pipe_stage_inc(const struct rs_pipe *p, enum rs_pipe_stage stage);
 
 /* --- an opened pipeline -------------------------------------------------------------------- */
 

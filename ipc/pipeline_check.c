@@ -130,7 +130,7 @@ static const char *const counter_names[RS_PIPE_N_STAGES][RS_METRICS_COUNTERS] = 
      "duplicates", "cancels", "prompt_tokens"},
     {"steps", "prefill_tokens", "decode_tokens", "preemptions", "prefix_query_tokens",
      "prefix_hit_tokens", "finished", "kv_blocks_used", "kv_blocks_free", "kv_blocks_cached",
-     "waiting", "running", "launcher_resets"},
+     "waiting", "running", "launcher_resets", "plan_ns_last", "applied_ns_last"},
     {"steps", "tokens", "sampled", "kv_lost_batches"},
     {"deltas", "finals", "stop_string_hits", "send_failures", "clients_gone", "replays"},
 };
