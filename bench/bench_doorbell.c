@@ -5,9 +5,10 @@
  * decode) between two processes, next to the same measurements over a raw
  * AF_UNIX SOCK_SEQPACKET pair measured in the same run: the kernel's own
  * wake-up latency floor, and its one-write-per-message rate (which zmq can
- * beat by batching several doorbells per write). Latency = receiver's CLOCK_MONOTONIC minus the sent_ns the
- * sender stamped, paced at a moderate rate; the receiver blocks in poll as
- * the daemons do (no spinning). No CPU pinning: figures include scheduling.
+ * beat by batching several doorbells per write). Latency = receiver's
+ * CLOCK_MONOTONIC minus the sent_ns the sender stamped, paced at a moderate
+ * rate; the receiver blocks in poll as the daemons do (no spinning). No CPU
+ * pinning: figures include scheduling, so a busy host shows in p99.
  * Usage: bench_doorbell [-n latency_msgs] [-r rate_per_s] [-p peak_msgs]
  */
 #include <errno.h>
