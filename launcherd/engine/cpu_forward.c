@@ -2,7 +2,7 @@
 /*
  * The llama forward pass on the CPU, run by every pool thread at once.
  * Each phase splits its work statically: row-local ops by rows, GEMMs by
- * output columns (4-aligned slices), attention by (row, KV head) units
+ * output columns (4-aligned slices), attention by (KV head, row) units
  * balanced by context length. Every output element is computed whole by
  * one thread with the kernels' fixed reduction order, so the result depends
  * neither on the split nor on the thread count. Barriers separate phases.
@@ -65,7 +65,10 @@ void cpu_plan_step(struct cpu_state *s)
         }
         s->seq_logit[i] = q->want_logits ? (int32_t)j++ : -1;
     }
-    /* Attention units (row, KV head) cost about their context length; split the sum evenly. */
+    /*
+     * Attention units (KV head, row), head-major so consecutive units reuse one
+     * head's K/V from cache; each costs about its context length. Split the sum evenly.
+     */
     uint32_t nkv = s->hp.n_kv_heads, units = s->n_rows * nkv;
     uint64_t total = 0, acc = 0;
     for (r = 0; r < s->n_rows; r++)
@@ -73,7 +76,7 @@ void cpu_plan_step(struct cpu_state *s)
     int t = 0;
     s->attn_split[0] = 0;
     for (uint32_t u = 0; u < units && t + 1 < s->nt; u++) {
-        acc += s->row_pos[u / nkv] + 9;
+        acc += s->row_pos[u % s->n_rows] + 9;
         while (t + 1 < s->nt && acc * (uint64_t)s->nt >= total * (uint64_t)(t + 1))
             s->attn_split[++t] = u + 1;
     }
@@ -183,7 +186,7 @@ static void attention_phase(struct cpu_state *s, uint32_t layer, int tid)
     float *scores = thread_gemm_scratch(s, tid) + kern_gemm_scratch_floats((uint32_t)max_cols(hp));
     float scale = 1.0f / sqrtf((float)hd);
     for (uint32_t u = s->attn_split[tid]; u < s->attn_split[tid + 1]; u++) {
-        uint32_t r = u / nkv, h = u % nkv;
+        uint32_t h = u / s->n_rows, r = u % s->n_rows;
         const struct rs_model_seq *q = &s->seqs[s->row_seq[r]];
         size_t off = (size_t)r * qd + (size_t)h * group * hd;
         kern_attention(s->isa, &lay, q->block_table, h, group, s->row_pos[r] + 1, scale,
@@ -200,7 +203,7 @@ static void ffn_up_phase(struct cpu_state *s, const struct cpu_layer *l, int tid
     kern_gemm(s->isa, &l->w_gate, s->xn, hp->dim, s->n_rows, s->gate, f, a, b, 0, scr);
     kern_gemm(s->isa, &l->w_up, s->xn, hp->dim, s->n_rows, s->up, f, a, b, 0, scr);
     for (uint32_t r = 0; r < s->n_rows; r++)
-        kern_swiglu(s->gate + (size_t)r * f + a, s->up + (size_t)r * f + a, b - a);
+        kern_swiglu(s->isa, s->gate + (size_t)r * f + a, s->up + (size_t)r * f + a, b - a);
 }
 
 /* x += in W^T for a dim x cols matrix W, on this thread's columns of x. */

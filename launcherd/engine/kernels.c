@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Kernel dispatch (one switch per call, never per element), CPU detection,
- * and the row-local ops whose cost is small next to the GEMMs: RMSNorm, RoPE
- * and SwiGLU. Those are plain C shared by every variant, so they cannot make
- * the SIMD and portable variants disagree beyond the GEMM/attention rounding.
+ * and the row-local ops whose cost is small next to the GEMMs: RMSNorm and
+ * RoPE. Those are plain C shared by every variant, so they cannot make the
+ * SIMD and portable variants disagree beyond the GEMM/attention/SwiGLU rounding.
  */
 #include "launcherd/engine/kernels.h"
 
@@ -118,10 +118,10 @@ void kern_rope_apply(float *x, uint32_t c0, uint32_t c1, uint32_t head_dim, uint
     }
 }
 
-void kern_swiglu(float *g, const float *u, uint32_t n)
+void kern_swiglu(enum kern_isa isa, float *g, const float *u, uint32_t n)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        float v = g[i];
-        g[i] = v / (1.0f + expf(-v)) * u[i];
-    }
+    if (isa == KERN_AVX2)
+        kern_swiglu_avx2(g, u, n);
+    else
+        kern_swiglu_portable(g, u, n);
 }

@@ -118,8 +118,12 @@ void kern_rope_table(uint32_t pos, uint32_t rope_dim, float base, float pos_scal
 void kern_rope_apply(float *x, uint32_t c0, uint32_t c1, uint32_t head_dim, uint32_t rope_dim,
                      const float *cs);
 
-/* g[i] = silu(g[i]) * u[i], n values (SwiGLU); ISA-independent. */
-void kern_swiglu(float *g, const float *u, uint32_t n);
+/*
+ * g[i] = silu(g[i]) * u[i], n values (SwiGLU). The AVX2 variant uses its own
+ * vector e^x (kernels_avx2.c, within 1 ulp of e^x), the portable one libm's
+ * expf; each is one fixed function per element.
+ */
+void kern_swiglu(enum kern_isa isa, float *g, const float *u, uint32_t n);
 
 /* --- variants, called through the dispatchers above ----------------------- */
 void kern_gemm_portable(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
@@ -134,5 +138,7 @@ void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *ta
 void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
                          uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
                          const float *q, float *scores, float *out);
+void kern_swiglu_portable(float *g, const float *u, uint32_t n);
+void kern_swiglu_avx2(float *g, const float *u, uint32_t n);
 
 #endif

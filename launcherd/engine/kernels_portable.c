@@ -92,3 +92,11 @@ void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *ta
         }
     }
 }
+
+void kern_swiglu_portable(float *g, const float *u, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        float v = g[i];
+        g[i] = v / (1.0f + expf(-v)) * u[i];
+    }
+}

@@ -283,10 +283,26 @@ static int test_rmsnorm_and_swiglu_match_reference(void)
     for (uint32_t i = 0; i < n; i++)
         RS_CHECK(fabs(out[i] - w[i] * x[i] * sc) < 1e-6);
     float *g = rand_vec(n), *u = rand_vec(n), *g0 = malloc(n * 4);
+    for (uint32_t i = 0; i < n; i++) /* cover the whole range of the vector exp, and beyond */
+        g[i] *= i % 5 == 0 ? 120.0f : 12.0f;
     memcpy(g0, g, n * 4);
-    kern_swiglu(g, u, n);
-    for (uint32_t i = 0; i < n; i++)
-        RS_CHECK(fabs(g[i] - g0[i] / (1 + exp(-g0[i])) * u[i]) < 1e-6);
+    for (int isa = 0; isa <= (have_avx2() ? 1 : 0); isa++) {
+        memcpy(g, g0, n * 4);
+        /* Two slices, as two threads cut a row: a lane's value must not depend on the cut. */
+        kern_swiglu((enum kern_isa)isa, g, u, 37);
+        kern_swiglu((enum kern_isa)isa, g + 37, u + 37, n - 37);
+        for (uint32_t i = 0; i < n; i++) {
+            double want = g0[i] / (1 + exp(-(double)g0[i])) * u[i];
+            RS_CHECK_MSG(fabs(g[i] - want) <= 1e-6 * (1 + fabs(want)), "%s: silu(%g)*%g = %g, not %g",
+                         kern_isa_name((enum kern_isa)isa), g0[i], u[i], g[i], want);
+        }
+        float one[1];
+        for (uint32_t i = 0; i < n; i++) { /* the same value alone (tail path) */
+            one[0] = g0[i];
+            kern_swiglu((enum kern_isa)isa, one, u + i, 1);
+            RS_CHECK(memcmp(one, g + i, 4) == 0);
+        }
+    }
     free(x), free(w), free(out), free(g), free(u), free(g0);
     return 0;
 }
