@@ -620,37 +620,50 @@ static int test_endpoint_path_limit(void)
     return 0;
 }
 
+/* errno of a connect to the unix socket at path by uid/gid 65534 (0 = connected). */
+static int connect_as_nobody(const char *path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        strcpy(sa.sun_path, path);
+        if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(255);
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        _exit(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : errno);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+}
+
 static int test_ipc_socket_shuts_out_other_users(void)
 {
     void *ctx = zmq_ctx_new();
-    char dir[256], ep[256];
+    char dir[256], ep[256], unique[64];
     rs_zsock *router;
     struct stat st;
-    path_in_tmp(dir, sizeof(dir), "priv");
+    rs_test_unique_name("/tmp/rs-priv", unique, sizeof(unique)); /* under /tmp: others may pass */
+    snprintf(dir, sizeof(dir), "%s", unique);
     RS_CHECK(rs_rundir_prepare(dir, NULL) == RS_OK);
     RS_CHECK(rs_rundir_endpoint(dir, "tokenizerd", ep, sizeof(ep)) == RS_OK);
     RS_CHECK(rs_zsock_create(ctx, RS_ZSOCK_ROUTER, ep, NULL, &router) == RS_OK);
     RS_CHECK(stat(ep + 6, &st) == 0 && S_ISSOCK(st.st_mode) && (st.st_mode & 0777) == 0660);
-    int ok = 1;
-    if (geteuid() == 0) { /* a real other user, if we can become one */
-        pid_t pid = fork();
-        RS_CHECK(pid >= 0);
-        if (pid == 0) {
-            struct sockaddr_un sa = {.sun_family = AF_UNIX};
-            strcpy(sa.sun_path, ep + 6);
-            if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
-                _exit(2);
-            int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-            int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-            _exit(rc != 0 && errno == EACCES ? 0 : 1);
-        }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    int denied = 0, opened = 0;
+    if (geteuid() == 0) { /* a real other user, when we can become one */
+        denied = connect_as_nobody(ep + 6);
+        /* Control: with the gates opened the same child gets in, so the denial was theirs. */
+        RS_CHECK(chmod(dir, 0755) == 0 && chmod(ep + 6, 0666) == 0);
+        opened = connect_as_nobody(ep + 6);
+    } else {
+        denied = EACCES; /* we are the only user we can be: the mode checks above must do */
     }
     rs_zsock_destroy(&router);
     zmq_ctx_term(ctx);
-    RS_CHECK_MSG(ok, "uid 65534 could reach a socket in a 0700 directory");
+    unlink(ep + 6);
+    rmdir(dir);
+    RS_CHECK_MSG(denied == EACCES, "uid 65534 reached a socket in a 0700 directory: %d", denied);
+    RS_CHECK_MSG(opened == 0, "control connect failed: %d", opened);
     return 0;
 }
 
