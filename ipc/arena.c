@@ -71,19 +71,28 @@ struct arena_list *arena_list_at(const struct rs_arena *a, uint32_t index)
 rs_err rs_arena_open(rs_shm *shm, const char *name, rs_role *self, const rs_table *table,
                      uint64_t list_offset, rs_arena **out)
 {
+    uint64_t rec = table ? rs_table_record_bytes(table) : list_offset + 2 * sizeof(uint64_t);
+    return rs_arena_open_sized(shm, name, self, table, list_offset,
+                               rec > list_offset ? rec - list_offset : 0, out);
+}
+
+rs_err rs_arena_open_sized(rs_shm *shm, const char *name, rs_role *self, const rs_table *table,
+                           uint64_t list_offset, uint64_t list_bytes, rs_arena **out)
+{
     *out = NULL;
     const struct shm_region_dir *d = shm_find(shm, name, RS_SHM_ARENA);
     if (d == NULL)
         return RS_ENOENT;
-    uint64_t rec = table ? rs_table_record_bytes(table) : list_offset + 2 * sizeof(uint64_t);
+    uint64_t rec = table ? rs_table_record_bytes(table) : list_offset + list_bytes;
     if ((table == NULL && self != NULL) || list_offset % 8 != 0 ||
-        list_offset + 2 * sizeof(uint64_t) > rec) {
-        rs_log_error("arena %s: list offset %llu leaves no room in %llu-byte records", name,
-                     (unsigned long long)list_offset, (unsigned long long)rec);
+        list_bytes < 2 * sizeof(uint64_t) || list_offset + list_bytes > rec) {
+        rs_log_error("arena %s: a %llu-byte list at offset %llu does not fit %llu-byte records",
+                     name, (unsigned long long)list_bytes, (unsigned long long)list_offset,
+                     (unsigned long long)rec);
         return RS_EINVAL;
     }
     rs_arena *a = calloc(1, sizeof(*a));
-    uint64_t entries = (rec - list_offset - sizeof(uint64_t)) / sizeof(uint64_t);
+    uint64_t entries = (list_bytes - sizeof(uint64_t)) / sizeof(uint64_t);
     if (entries * d->elem_bytes > UINT32_MAX)
         entries = UINT32_MAX / d->elem_bytes;
     if (a != NULL)

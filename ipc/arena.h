@@ -95,6 +95,16 @@ typedef struct rs_arena rs_arena;
 rs_err rs_arena_open(rs_shm *shm, const char *name, rs_role *self, const rs_table *table,
                      uint64_t list_offset, rs_arena **out);
 
+/*
+ * Same, for a list that takes only list_bytes of each record from
+ * list_offset (rs_arena_list_bytes sizes it), so one record can hold several
+ * lists, each in its own arena region (the pipeline's token list and its
+ * logprob list). RS_EINVAL if [list_offset, list_offset + list_bytes) does
+ * not fit the record or holds no entry.
+ */
+rs_err rs_arena_open_sized(rs_shm *shm, const char *name, rs_role *self, const rs_table *table,
+                           uint64_t list_offset, uint64_t list_bytes, rs_arena **out);
+
 /* Frees the handle; accepts NULL and clears *a. */
 void rs_arena_close(rs_arena **a);
 

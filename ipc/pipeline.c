@@ -23,7 +23,7 @@
 #define CFG_UNSET 0u
 #define CFG_WRITING 1u
 #define CFG_READY 2u
-#define N_REGIONS 9
+#define N_REGIONS 10
 
 static const char *const role_names[] = {RS_PIPE_TOKENIZERD, RS_PIPE_SCHEDULERD,
                                          RS_PIPE_LAUNCHERD, RS_PIPE_POSTPROCD, "bench", "tool"};
@@ -32,6 +32,39 @@ static uint64_t kvrow_bytes(const struct rs_pipe_config *c)
 {
     uint64_t b = sizeof(struct rs_pipe_kvrow) + (uint64_t)c->max_blocks_per_seq * 4u;
     return (b + 63u) & ~63ull;
+}
+
+uint64_t rs_pipe_token_list_bytes(const struct rs_pipe_config *c)
+{
+    return rs_arena_list_bytes(c->n_ctx, c->chunk_tokens);
+}
+
+/* Most logprob words one request can need: every position an output, 20 alternatives. */
+static uint64_t lp_max_words(const struct rs_pipe_config *c)
+{
+    return (uint64_t)c->n_ctx * rs_pipe_lp_entry_words(RS_PIPE_LP_MAX_TOP);
+}
+
+uint64_t rs_pipe_lp_list_bytes(const struct rs_pipe_config *c)
+{
+    return rs_arena_list_bytes(lp_max_words(c), RS_PIPE_LP_CHUNK_WORDS);
+}
+
+uint64_t rs_pipe_lp_list_offset(const struct rs_pipe_config *c)
+{
+    return RS_PIPE_REQ_LIST_OFFSET + rs_pipe_token_list_bytes(c);
+}
+
+/* Logprob chunks: every request at its worst, capped at RS_PIPE_LP_POOL_BYTES unless one
+ * request alone needs more. */
+static uint32_t lp_chunks(const struct rs_pipe_config *c)
+{
+    uint64_t per_req = (lp_max_words(c) + RS_PIPE_LP_CHUNK_WORDS - 1) / RS_PIPE_LP_CHUNK_WORDS;
+    uint64_t cap = RS_PIPE_LP_POOL_BYTES / (RS_PIPE_LP_CHUNK_WORDS * sizeof(int32_t));
+    uint64_t want = per_req * c->max_requests;
+    if (want > cap)
+        want = cap > per_req ? cap : per_req;
+    return (uint32_t)want;
 }
 
 /* The regions of an instance; identical in every process for the same cfg. */
@@ -45,7 +78,7 @@ static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N
                                        .bytes = sizeof(struct rs_pipe_shared)};
     s[2] = (struct rs_shm_region_spec){
         .name = "requests", .kind = RS_SHM_TABLE, .count = c->max_requests,
-        .elem_bytes = RS_PIPE_REQ_LIST_OFFSET + rs_arena_list_bytes(c->n_ctx, c->chunk_tokens)};
+        .elem_bytes = rs_pipe_lp_list_offset(c) + rs_pipe_lp_list_bytes(c)};
     s[3] = (struct rs_shm_region_spec){.name = "tokens", .kind = RS_SHM_ARENA,
                                        .count = c->n_chunks, .elem_bytes = c->chunk_tokens};
     s[4] = (struct rs_shm_region_spec){
@@ -64,6 +97,8 @@ static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N
                                                 sizeof(struct rs_pipe_kvmeta)};
     s[8] = (struct rs_shm_region_spec){.name = "metrics", .kind = RS_SHM_RAW,
                                        .bytes = sizeof(struct rs_metrics_region)};
+    s[9] = (struct rs_shm_region_spec){.name = "logprobs", .kind = RS_SHM_ARENA,
+                                       .count = lp_chunks(c), .elem_bytes = RS_PIPE_LP_CHUNK_WORDS};
 }
 
 /* Attaches, or creates when absent; a segment from an earlier boot is replaced. */
@@ -162,8 +197,11 @@ static rs_err open_regions(struct rs_pipe *p, rs_role *self, char *err, size_t e
         goto fail;
     p->shared = base;
     if ((rc = rs_table_open(p->shm, "requests", self, &p->requests)) != RS_OK ||
-        (rc = rs_arena_open(p->shm, "tokens", self, p->requests, RS_PIPE_REQ_LIST_OFFSET,
-                            &p->tokens)) != RS_OK)
+        (rc = rs_arena_open_sized(p->shm, "tokens", self, p->requests, RS_PIPE_REQ_LIST_OFFSET,
+                                  rs_pipe_token_list_bytes(&p->cfg), &p->tokens)) != RS_OK ||
+        (rc = rs_arena_open_sized(p->shm, "logprobs", self, p->requests,
+                                  rs_pipe_lp_list_offset(&p->cfg), rs_pipe_lp_list_bytes(&p->cfg),
+                                  &p->logprobs)) != RS_OK)
         goto fail;
     if ((rc = rs_shm_region(p->shm, "kv_tables", RS_SHM_RAW, &base, &size)) != RS_OK)
         goto fail;
@@ -221,7 +259,8 @@ rs_err rs_pipe_open(const struct rs_pipe_config *cfg, enum rs_pipe_stage stage,
     if (rc == RS_OK)
         rc = open_regions(p, p->role, err, err_len);
     if (rc == RS_OK && ((rc = rs_table_recover(p->requests)) != RS_OK ||
-                        (rc = rs_arena_recover(p->tokens)) != RS_OK))
+                        (rc = rs_arena_recover(p->tokens)) != RS_OK ||
+                        (rc = rs_arena_recover(p->logprobs)) != RS_OK))
         snprintf(err, err_len, "request table recovery: %s", rs_strerror(rc));
     if (rc == RS_OK)
         rc = open_rings(p, err, err_len);
@@ -276,6 +315,7 @@ void rs_pipe_close(struct rs_pipe **pp)
     rs_ring_close(&p->batches);
     rs_ring_close(&p->results);
     rs_arena_close(&p->tokens);
+    rs_arena_close(&p->logprobs);
     rs_table_close(&p->requests);
     rs_role_stop(&p->role);
     rs_shm_detach(&p->shm);

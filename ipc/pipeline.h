@@ -180,10 +180,57 @@ struct rs_pipe_req {
      * (prompt and every parameter), so a resend under the same id is acknowledged again
      * while a different request under an id still in flight is refused as `duplicate` */
     uint64_t intake_hash;
-    /* the token list (arena.h) follows at RS_PIPE_REQ_LIST_OFFSET */
+    /* the token list (arena.h) follows at RS_PIPE_REQ_LIST_OFFSET, then the logprob list at
+       rs_pipe_lp_list_offset() (see "logprobs" below) */
 };
 
 #define RS_PIPE_REQ_LIST_OFFSET ((sizeof(struct rs_pipe_req) + 63u) & ~(uint64_t)63u)
+
+/* --- logprobs (launcherd writes, postprocd reads) ------------------------------------------
+ *
+ * A request that asks for N = sampling.n_logprobs > 0 alternatives gets one
+ * logprob entry per output token, in a second per-request list stored like
+ * the token list (arena.h) but in its own arena region "logprobs" (chunks of
+ * RS_PIPE_LP_CHUNK_WORDS int32 words). Entry k (output token k) is the
+ * words [k * W, (k + 1) * W) of that list, W = rs_pipe_lp_entry_words(N):
+ *
+ *   word 0          the sampled token id (equals output token k)
+ *   word 1          its natural-log probability (float bits)
+ *   word 2          n_top: alternatives filled below (<= N; min(N, n_vocab))
+ *   words 3..3+N    top ids, most likely first (entries past n_top are -1)
+ *   words 3+N..3+2N their logprobs (float bits)
+ *
+ * Order: launcherd appends entry k (one all-or-nothing append, published
+ * with a release CAS) BEFORE it appends output token k to the token list,
+ * so a reader that has seen token k (acquire) finds entry k complete. A
+ * launcher killed between the two redoes the step later and finds the
+ * entry already there (kept; the sampler is pure, so it is the same). The
+ * list is restarted at k = 0 (a reused record may still hold an earlier
+ * request's entries) and sealed after each append, so every chunk is linked
+ * to its record and the arena audit (rs_arena_recover, which launcherd runs
+ * when the region is full, and every stage at start) reclaims the chunks of
+ * freed records: postprocd frees records as before, with
+ * rs_arena_free_record on the token arena, and does nothing for logprobs.
+ *
+ * postprocd reads entry k with rs_pipe_logprob_read(p, ref, k, token, &lp)
+ * after it has read output token k (= `token`) from the token list; it
+ * fills the wire struct (ipc/wire.h rs_wire_logprob) a delta carries. The
+ * values are those the sampler reports (launcherd/engine/sampler.h).
+ */
+#define RS_PIPE_LP_CHUNK_WORDS 2048u              /* 8 KiB chunks */
+#define RS_PIPE_LP_MAX_TOP RS_SAMPLER_MAX_LOGPROBS /* == RS_WIRE_LOGPROBS_MAX */
+#define RS_PIPE_LP_POOL_BYTES (16ull << 20)       /* region size unless one request needs more */
+
+/* Words of one logprob entry with n_top alternatives. */
+static inline uint32_t rs_pipe_lp_entry_words(uint32_t n_top)
+{
+    return 3u + 2u * n_top;
+}
+
+/* Bytes of a record's token list and logprob list, and the latter's offset in the record. */
+uint64_t rs_pipe_token_list_bytes(const struct rs_pipe_config *c);
+uint64_t rs_pipe_lp_list_bytes(const struct rs_pipe_config *c);
+uint64_t rs_pipe_lp_list_offset(const struct rs_pipe_config *c);
 
 /* --- KV block tables (schedulerd writes, launcherd reads) ------------------------------------ */
 
@@ -256,8 +303,20 @@ struct rs_pipe_result {
     uint64_t forward_ns;       /* time in the model step */
     uint64_t picked_ns;        /* launcher took the batch (CLOCK_MONOTONIC) */
     uint64_t done_ns;          /* results committed */
+    uint64_t sample_ns;        /* time sampling, appending tokens and logprobs, stop rules */
     /* then n_rows struct rs_pipe_result_row */
 };
+/*
+ * Rows by status. OK: one row per batch seq, in batch order. KV_LOST: one
+ * row per seq, token -1, computed 0 (nothing ran; the launcher holds no K/V
+ * for any request). ERROR: either 0 rows (the batch record itself was
+ * rejected: bad checksum or failed rs_pipe_batch_check; nothing ran) or one
+ * row per seq with what was done: a seq the launcher refused (its KV row
+ * does not belong to it, its block ids are out of range, its request is
+ * inconsistent) or a failed model step leaves token -1 and computed = pos0
+ * (K/V unchanged); a refused request also gets its finish word (ERROR, who
+ * launcherd) so schedulerd ends it instead of replanning it forever.
+ */
 
 /* --- the configuration region -------------------------------------------------------------- */
 
@@ -294,8 +353,11 @@ enum {
     RS_M_SCH_N
 };
 enum { RS_H_SCH_PLAN, RS_H_SCH_QUEUE_WAIT, RS_H_SCH_STEP, RS_H_SCH_N };
-enum { RS_M_LAU_STEPS, RS_M_LAU_TOKENS, RS_M_LAU_SAMPLED, RS_M_LAU_KV_LOST, RS_M_LAU_N };
-enum { RS_H_LAU_FORWARD, RS_H_LAU_PICKUP, RS_H_LAU_N };
+enum {
+    RS_M_LAU_STEPS, RS_M_LAU_TOKENS, RS_M_LAU_SAMPLED, RS_M_LAU_KV_LOST, RS_M_LAU_REJECTED,
+    RS_M_LAU_SEQ_ERRORS, RS_M_LAU_REDONE, RS_M_LAU_FINISHED, RS_M_LAU_N
+};
+enum { RS_H_LAU_FORWARD, RS_H_LAU_PICKUP, RS_H_LAU_SAMPLE, RS_H_LAU_STEP, RS_H_LAU_N };
 enum {
     RS_M_POST_DELTAS, RS_M_POST_FINALS, RS_M_POST_STOP_HITS, RS_M_POST_SEND_FAIL,
     RS_M_POST_GONE, RS_M_POST_REPLAYS, RS_M_POST_N
@@ -332,6 +394,7 @@ struct rs_pipe {
     uint64_t kvrow_bytes;
     struct rs_pipe_kvmeta *kv_meta;/* n_kv_blocks entries */
     struct rs_metrics_region *metrics;
+    rs_arena *logprobs;            /* per-request logprob lists (see "logprobs" above) */
 };
 
 /*
@@ -384,6 +447,30 @@ static inline int rs_pipe_finish_set(struct rs_pipe_req *r, uint32_t word)
     return atomic_compare_exchange_strong_explicit(&r->finish, &zero, word, memory_order_acq_rel,
                                                    memory_order_acquire);
 }
+
+/*
+ * launcherd only: stores the logprobs of output token k of request `ref`
+ * (sample result r; the record's N = sampling.n_logprobs > 0) as entry k of
+ * its logprob list. Call before appending the token (see "logprobs"). k = 0
+ * restarts the list; an entry k already there is kept (a redone step).
+ * Returns RS_OK; RS_EINVAL (the request asked for none); RS_ENOMEM when the
+ * region is full even after reclaiming freed records' chunks; RS_ESTALE
+ * (record freed, or this incarnation fenced); RS_EIO when the list holds
+ * fewer than k entries (a caller bug, logged).
+ */
+rs_err rs_pipe_logprob_put(struct rs_pipe *p, struct rs_table_ref ref, uint32_t k,
+                           const struct rs_sample_result *r);
+
+/*
+ * Reads entry k of request ref's logprob list into *out (ipc/wire.h), whose
+ * token must be `token` (output token k, read from the token list first).
+ * Returns RS_OK; RS_ENOENT when the request asked for no logprobs or entry
+ * k is not written (it always is once token k is visible); RS_ESTALE when
+ * the record was freed; RS_EIO when the entry names another token or is
+ * malformed (logged). Any process and thread (postprocd).
+ */
+rs_err rs_pipe_logprob_read(const struct rs_pipe *p, struct rs_table_ref ref, uint32_t k,
+                            int32_t token, struct rs_wire_logprob *out);
 
 /* Stop strings of r as the arrays stopstr.h wants (ptrs/lens need RS_WIRE_STOP_MAX entries). */
 size_t rs_pipe_req_stops(const struct rs_pipe_req *r, const char **ptrs, size_t *lens);

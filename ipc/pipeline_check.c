@@ -131,14 +131,15 @@ static const char *const counter_names[RS_PIPE_N_STAGES][RS_METRICS_COUNTERS] = 
     {"steps", "prefill_tokens", "decode_tokens", "preemptions", "prefix_query_tokens",
      "prefix_hit_tokens", "finished", "kv_blocks_used", "kv_blocks_free", "kv_blocks_cached",
      "waiting", "running", "launcher_resets", "plan_ns_last", "applied_ns_last"},
-    {"steps", "tokens", "sampled", "kv_lost_batches"},
+    {"steps", "tokens", "sampled", "kv_lost_batches", "rejected_batches", "seq_errors",
+     "redone_tokens", "finished"},
     {"deltas", "finals", "stop_string_hits", "send_failures", "clients_gone", "replays"},
 };
 
 static const char *const hist_names[RS_PIPE_N_STAGES][RS_METRICS_HISTS] = {
     {"tokenize_us", "intake_us"},
     {"plan_us", "queue_wait_us", "step_us"},
-    {"forward_us", "pickup_us"},
+    {"forward_us", "pickup_us", "sample_us", "step_us"},
     {"detokenize_us", "ttft_us", "tpot_us", "e2e_us"},
 };
 
