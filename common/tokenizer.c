@@ -207,6 +207,8 @@ rs_err rs_tokenizer_encode(rs_tokenizer *t, const char *text, size_t len, unsign
 {
     if (t == NULL || (text == NULL && len > 0) || (ids == NULL && cap > 0) || n_out == NULL)
         return RS_EINVAL;
+    if (text == NULL)
+        text = ""; /* len is 0: no pointer arithmetic on NULL */
     const struct rs_vocab *v = t->v;
     t->n_out = 0;
     rs_err rc = RS_OK;

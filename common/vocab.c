@@ -254,7 +254,7 @@ static void find_eog(struct rs_vocab *v)
 {
     static const char *const eot_names[] = {
         "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
-        "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
+        "<\xEF\xBD\x9C\x65nd\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
     static const char *const eog_names[] = {"<|eot_id|>", "<|im_end|>",    "<|end|>", "<end_of_turn>",
                                             "<|endoftext|>", "<|eom_id|>", "<EOT>"};
     for (size_t i = 0; v->eot == RS_VOCAB_NONE && i < sizeof(eot_names) / sizeof(*eot_names); i++)

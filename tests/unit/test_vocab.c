@@ -185,7 +185,7 @@ static int test_missing_or_malformed_keys_are_clear_errors(void)
 
 static int test_gpt2_vocab_with_merges(void)
 {
-    const char *toks[] = {"a", "b", "c", "ab", "abc", "\xC4\xA0", "\xC4\xA0" "abc", "<|endoftext|>"};
+    const char *toks[] = {"a", "b", "c", "ab", "abc", "\xC4\xA0", "\xC4\xA0\x61\x62\x63", "<|endoftext|>"};
     const int32_t types[] = {1, 1, 1, 1, 1, 1, 1, 3};
     const char *merges[] = {"a b", "ab c", "\xC4\xA0 abc", "x y"};
     char err[1024];
