@@ -167,7 +167,7 @@ static double run_prompt(rs_model *m, rs_kvcache *kv, uint32_t len, int reps)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_decode -m MODEL.gguf [--threads N] [--prompt 512] "
-                    "[--batches 1,8,16,32] [--steps 32] [--context 64] [--reps 3] "
+                    "[--batches 1,8,16,32] [--steps 64] [--context 64] [--reps 3] "
                     "[--isa auto|portable|avx2]\n"
                     "Each figure is the best of --reps runs (the host may be shared).\n");
 }
@@ -185,7 +185,7 @@ static int parse(int argc, char **argv, struct args *a)
                                        {"context", 1, 0, 'c'}, {"isa", 1, 0, 'i'},
                                        {"reps", 1, 0, 'r'},
                                        {0, 0, 0, 0}};
-    *a = (struct args){NULL, 0, RS_MODEL_ISA_AUTO, 4, {1, 8, 16, 32}, 3, 512, 32, 64};
+    *a = (struct args){NULL, 0, RS_MODEL_ISA_AUTO, 4, {1, 8, 16, 32}, 3, 512, 64, 64};
     int c;
     while ((c = getopt_long(argc, argv, "m:", lo, NULL)) != -1) {
         if (c == 'm')
