@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client endpoints of tokenizerd and postprocd (pipeline_front.h): option
+ * parsing shared by both, the tcp-needs-CURVE rule, and binding the ipc and
+ * tcp ROUTERs. One place, so both frontends always apply the same access
+ * policy.
+ */
+#include "ipc/pipeline_front.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "ipc/rundir.h"
+
+void rs_pipe_front_opts_init(struct rs_pipe_front_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+}
+
+const char *rs_pipe_front_options_help(void)
+{
+    return "client access options (give tokenizerd and postprocd the same ones):\n"
+           "  --group NAME             runtime directory 0750 owned by group NAME (default:\n"
+           "                           0700, the service user only); sockets are 0660\n"
+           "  --listen tcp://HOST:PORT also serve remote clients there (off by default);\n"
+           "                           requires --curve-secret and --curve-allow\n"
+           "  --curve-secret FILE      this server's CURVE key pair (ringserve-keygen; mode 0600)\n"
+           "  --curve-allow FILE       client public keys allowed over tcp, one per line\n";
+}
+
+static int copy_value(char *dst, size_t cap, const char *opt, const char *val, char *err,
+                      size_t err_len)
+{
+    size_t len = strlen(val);
+    if (len == 0 || len >= cap) {
+        snprintf(err, err_len, "option %s: value empty or longer than %zu bytes", opt, cap - 1);
+        return -1;
+    }
+    memcpy(dst, val, len + 1);
+    return 1;
+}
+
+int rs_pipe_front_parse_option(struct rs_pipe_front_opts *o, int argc, char **argv, int *i,
+                               char *err, size_t err_len)
+{
+    const char *opt = argv[*i];
+    char *dst;
+    size_t cap;
+    if (strcmp(opt, "--group") == 0) {
+        dst = o->group;
+        cap = sizeof(o->group);
+    } else if (strcmp(opt, "--listen") == 0) {
+        dst = o->listen;
+        cap = sizeof(o->listen);
+    } else if (strcmp(opt, "--curve-secret") == 0) {
+        dst = o->curve_secret;
+        cap = sizeof(o->curve_secret);
+    } else if (strcmp(opt, "--curve-allow") == 0) {
+        dst = o->curve_allow;
+        cap = sizeof(o->curve_allow);
+    } else {
+        return 0;
+    }
+    if (*i + 1 >= argc) {
+        snprintf(err, err_len, "option %s needs a value", opt);
+        return -1;
+    }
+    return copy_value(dst, cap, opt, argv[++*i], err, err_len);
+}
+
+rs_err rs_pipe_front_check(const struct rs_pipe_front_opts *o, char *err, size_t err_len)
+{
+    int curve = o->curve_secret[0] != '\0' || o->curve_allow[0] != '\0';
+    if (o->listen[0] == '\0') {
+        if (curve) {
+            snprintf(err, err_len, "--curve-secret/--curve-allow only apply with --listen");
+            return RS_EINVAL;
+        }
+        return RS_OK;
+    }
+    if (strncmp(o->listen, "tcp://", 6) != 0) {
+        snprintf(err, err_len, "--listen %s: only tcp://HOST:PORT (local clients use the "
+                 "ipc socket in the runtime directory)", o->listen);
+        return RS_EINVAL;
+    }
+    if (o->curve_secret[0] == '\0' || o->curve_allow[0] == '\0') {
+        snprintf(err, err_len, "--listen %s refused: remote clients must authenticate, so tcp "
+                 "needs --curve-secret FILE and --curve-allow FILE (ringserve-keygen writes "
+                 "key pairs)", o->listen);
+        return RS_EINVAL;
+    }
+    return RS_OK;
+}
+
+static rs_err open_tcp(struct rs_pipe_front *f, void *zctx, const struct rs_pipe_front_opts *o,
+                       char *err, size_t err_len)
+{
+    rs_err rc = rs_zcert_load(o->curve_secret, &f->cert);
+    if (rc == RS_OK && f->cert.secret_z85[0] == '\0')
+        rc = RS_EINVAL;
+    if (rc != RS_OK) {
+        snprintf(err, err_len, "--curve-secret %s: cannot load a key pair with a secret key "
+                 "(%s)", o->curve_secret, rs_strerror(rc));
+        return rc;
+    }
+    rc = rs_zauth_create(zctx, o->curve_allow, &f->zauth);
+    if (rc != RS_OK) {
+        snprintf(err, err_len, "--curve-allow %s: %s", o->curve_allow, rs_strerror(rc));
+        return rc;
+    }
+    struct rs_zsock_cfg cfg;
+    rs_zsock_cfg_default(RS_ZSOCK_ROUTER, &cfg);
+    cfg.curve = &f->cert;
+    cfg.zauth = f->zauth;
+    rc = rs_zsock_create(zctx, RS_ZSOCK_ROUTER, o->listen, &cfg, &f->tcp);
+    if (rc != RS_OK) {
+        snprintf(err, err_len, "cannot listen on %s: %s", o->listen, rs_strerror(rc));
+        return rc;
+    }
+    rs_log_info("serving CURVE clients on %s (allowlist %s)", rs_zsock_endpoint(f->tcp),
+                o->curve_allow);
+    return RS_OK;
+}
+
+rs_err rs_pipe_front_open(struct rs_pipe_front *f, void *zctx, const char *rundir,
+                          const char *name, const struct rs_pipe_front_opts *o, char *err,
+                          size_t err_len)
+{
+    char file[96], ep[RS_ZSOCK_ENDPOINT_MAX];
+    memset(f, 0, sizeof(*f));
+    snprintf(file, sizeof(file), "%s.sock", name);
+    rs_err rc = rs_rundir_endpoint(rundir, file, ep, sizeof(ep));
+    if (rc != RS_OK) {
+        snprintf(err, err_len, "runtime directory %s: socket path for %s too long", rundir, file);
+        return rc;
+    }
+    rc = rs_zsock_create(zctx, RS_ZSOCK_ROUTER, ep, NULL, &f->ipc);
+    if (rc != RS_OK) {
+        snprintf(err, err_len, "cannot bind %s: %s%s", ep, rs_strerror(rc),
+                 rc == RS_EEXIST ? " (another instance is serving there)" : "");
+        return rc;
+    }
+    if (o->listen[0] != '\0' && (rc = open_tcp(f, zctx, o, err, err_len)) != RS_OK) {
+        rs_pipe_front_close(f);
+        return rc;
+    }
+    return RS_OK;
+}
+
+void rs_pipe_front_close(struct rs_pipe_front *f)
+{
+    rs_zsock_destroy(&f->tcp);
+    rs_zsock_destroy(&f->ipc);
+    rs_zauth_destroy(&f->zauth);
+}

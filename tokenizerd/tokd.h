@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tokenizerd's internal interface: the daemon state main.c owns and the
+ * functions of its concept files (dispatch.c: one client message;
+ * intake.c: a generate into a request record; dedup.c: the (client,
+ * request id) index that makes intake idempotent). Everything here runs on
+ * the daemon's one thread. Leaves out the wire format (ipc/wire_*.h) and the
+ * shared layout (ipc/pipeline.h).
+ */
+#ifndef RS_TOKD_H
+#define RS_TOKD_H
+
+#include <stdint.h>
+
+#include "common/tokenizer.h"
+#include "common/vocab.h"
+#include "ipc/pipeline.h"
+#include "ipc/pipeline_door.h"
+#include "ipc/pipeline_front.h"
+#include "ipc/wire_client.h"
+#include "ipc/wire_server.h"
+
+/* --- dedup.c -------------------------------------------------------------------------------- */
+
+/*
+ * Private index of the published request records by (transport, routing id,
+ * request id). Sized by the table (one entry per record at most), so memory
+ * is bounded; entries whose record was freed are dropped lazily when a
+ * lookup meets them. The key itself is read back from the record, which is
+ * immutable while published and reused only after tokenizerd claims it again.
+ */
+struct dedup;
+
+/* A (transport, routing id, request id) key; pointers borrowed for the call. */
+struct dedup_key {
+    int tcp;
+    const uint8_t *client;
+    uint32_t client_len;
+    const char *id;
+    uint32_t id_len;
+};
+
+/* Index for a table of n_records records. RS_OK or RS_ENOMEM; *out owned (dedup_destroy). */
+rs_err dedup_create(uint32_t n_records, struct dedup **out);
+void dedup_destroy(struct dedup **d);
+
+/* Adds record ref under key (replacing whatever the index held for ref.index). */
+void dedup_insert(struct dedup *d, const struct dedup_key *key, struct rs_table_ref ref);
+
+/* Finds the live published record of key: 1 with *ref set, or 0. */
+int dedup_find(struct dedup *d, const rs_table *t, const struct dedup_key *key,
+               struct rs_table_ref *ref);
+
+/* Rebuilds the index from every published record of the table (start-up). Returns entries. */
+uint32_t dedup_rebuild(struct dedup *d, const rs_table *t);
+
+/* Entries currently held (for tests and logs). */
+uint32_t dedup_count(const struct dedup *d);
+
+/* The key of record r (its stored client, id and transport). */
+void dedup_key_of(const struct rs_pipe_req *r, struct dedup_key *key);
+
+/* 64-bit content hash of a validated generate whose prompt ids (if any) are ids[0..n_ids). */
+uint64_t dedup_content_hash(const struct rs_wire_generate *g, const int32_t *ids, uint32_t n_ids);
+
+/* --- the daemon ---------------------------------------------------------------------------- */
+
+struct tokd_opts {
+    uint32_t max_batch_msgs; /* client messages handled per socket per loop pass */
+};
+
+struct tokd {
+    struct rs_pipe *p;
+    struct rs_pipe_doors doors;
+    struct rs_pipe_front front;
+    rs_vocab *vocab;
+    rs_tokenizer *tok;
+    struct dedup *index;
+    int32_t *ids;            /* n_ctx prompt ids: the tokenizer's output */
+    struct rs_wire_buf out;  /* reply encoder buffer */
+    int fenced;              /* set when a shared-memory call said we are fenced */
+};
+
+/* --- dispatch.c ----------------------------------------------------------------------------- */
+
+/*
+ * Receives and handles up to max messages waiting on sock (tcp: 1 for the
+ * tcp ROUTER). Replies go back on the same socket. Returns RS_OK, or
+ * RS_ESTALE once the daemon is fenced (main exits).
+ */
+rs_err tokd_drain(struct tokd *t, rs_zsock *sock, int tcp, uint32_t max);
+
+/* Sends an error reply with code and a printf message to peer; failures are logged. */
+void tokd_reply_error(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
+                      const char *id, enum rs_wire_code code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* Sends a built reply (t->out) to peer; failures are logged and counted, never fatal. */
+void tokd_send(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer);
+
+/* --- intake.c ------------------------------------------------------------------------------- */
+
+/*
+ * Handles a decoded generate from peer (arrival_ns: when it was received):
+ * validates, deduplicates, tokenizes, commits the record, acks and rings
+ * schedulerd; any refusal is answered with an error reply. Returns RS_OK
+ * (also for refused requests) or RS_ESTALE when fenced.
+ */
+rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_peer *peer,
+                     const struct rs_wire_client_msg *m, uint64_t arrival_ns);
+
+/* Handles a cancel: sets the finish word (abort) and rings schedulerd, or answers not_found. */
+void tokd_cancel(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_peer *peer,
+                 const struct rs_wire_client_msg *m);
+
+#endif
