@@ -205,9 +205,12 @@ static void show_ring(rs_shm *shm, const struct rs_shm_region_info *ri)
     if (rs_ring_open(shm, ri->name, NULL, &r) != RS_OK)
         return;
     rs_err e = rs_ring_check(r, &st);
-    printf("    %u slots x %u bytes%s, producer role %u, consumer role %u\n", st.n_slots,
-           st.slot_bytes, (st.flags & RS_RING_CRC) ? ", crc32c" : "", ri->producer_role,
-           ri->consumer_role);
+    struct rs_role_info prod, cons;
+    if (rs_role_info_at(shm, ri->producer_role, &prod) != RS_OK ||
+        rs_role_info_at(shm, ri->consumer_role, &cons) != RS_OK)
+        return;
+    printf("    %u slots x %u bytes%s, %s -> %s\n", st.n_slots, st.slot_bytes,
+           (st.flags & RS_RING_CRC) ? ", crc32c" : "", prod.name, cons.name);
     printf("    states:");
     for (unsigned s = 0; s < RS_RING_NSTATES; s++)
         if (st.n_state[s] != 0)
