@@ -56,7 +56,9 @@
  *   A3 a RESERVED chunk belongs to a current incarnation or a fenced one
  *      still alive (a dead owner means the audit is pending).
  *   A4 every chunk a live list references below its length is LINKED to that
- *      record, or RESERVED by that list's writer; no chunk is referenced twice.
+ *      record, or RESERVED by that list's writer (or, for the partial tail
+ *      only, by a fenced writer still alive, until the next writer copies
+ *      it); no chunk is referenced twice.
  */
 #ifndef RS_ARENA_H
 #define RS_ARENA_H

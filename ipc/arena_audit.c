@@ -136,17 +136,26 @@ static const char *chunk_violation(const rs_arena *a, uint32_t c, uint64_t w,
     return "invalid chunk state";
 }
 
-/* A4 for a referenced chunk: LINKED to its record or RESERVED by that list's writer. */
+/*
+ * A4 for a referenced chunk: LINKED to its record, or RESERVED by that list's
+ * writer, or (tail only) RESERVED by a fenced writer still alive, which the
+ * next writer copies away when it takes the list over.
+ */
 static const char *ref_violation(const rs_arena *a, uint64_t w, const struct ref_map *m)
 {
     if (m->refs > 1)
         return "A4 referenced by two lists";
     if (w == chunk_linked(m->rec1 - 1, m->gen))
         return NULL;
-    uint32_t writer = list_writer(atomic_load(&arena_list_at(a, m->rec1 - 1)->word));
-    if (rs_sw_state(w) == RS_ARENA_RESERVED && rs_sw_owner(w) == writer)
+    uint64_t lw = atomic_load(&arena_list_at(a, m->rec1 - 1)->word);
+    if (rs_sw_state(w) != RS_ARENA_RESERVED)
+        return "A4 referenced chunk LINKED to another record";
+    if (rs_sw_owner(w) == list_writer(lw))
         return NULL;
-    return "A4 referenced chunk neither LINKED to its record nor held by its writer";
+    int tail = list_len(lw) % a->ctok != 0 && m->pos == list_len(lw) / a->ctok;
+    if (tail && rs_role_inc_status(a->shm, rs_sw_owner(w)) == RS_INC_FENCED_ALIVE)
+        return NULL;
+    return "A4 referenced chunk held by an incarnation that is not its list's writer";
 }
 
 rs_err rs_arena_check(const rs_arena *a, struct rs_arena_stats *out)

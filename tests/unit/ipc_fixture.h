@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,7 +41,7 @@ static void fx_cleanup(void)
             waitpid(fx_pids[i], NULL, 0);
         }
         if (fx_names[i][0] != '\0')
-            rs_shm_unlink(fx_names[i]);
+            shm_unlink(fx_names[i]); /* most are gone already: no error wanted */
     }
 }
 
