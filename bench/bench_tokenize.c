@@ -43,7 +43,10 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-static double secs(uint64_t t0) { return (double)(rs_clock_ns() - t0) / 1e9; }
+static double secs(uint64_t t0)
+{
+    return (double)(rs_clock_ns() - t0) / 1e9;
+}
 
 /* Seconds for one fresh-tokenizer encode of the whole text; ids into *ids (grown). */
 static double encode_whole(const rs_vocab *v, const char *text, size_t len, int32_t **ids,
@@ -102,7 +105,10 @@ static double decode_stream(const rs_vocab *v, const int32_t *ids, size_t n, siz
     return s;
 }
 
-static double best(double a, double b) { return a < 0 || (b >= 0 && b < a) ? b : a; }
+static double best(double a, double b)
+{
+    return a < 0 || (b >= 0 && b < a) ? b : a;
+}
 
 static int bench_vocab(const char *path, const char *text, size_t len, int repeat,
                        double validate_s)
@@ -116,7 +122,8 @@ static int bench_vocab(const char *path, const char *text, size_t len, int repea
     }
     double load_s = secs(t0);
     size_t cap = len / 2 + 16, n = 0, n_req = 0, out_bytes = 0;
-    int32_t *ids = malloc(cap * sizeof(*ids)), *req_ids = malloc(2 * REQUEST_BYTES * sizeof(int32_t));
+    int32_t *ids = malloc(cap * sizeof(*ids)),
+            *req_ids = malloc(2 * REQUEST_BYTES * sizeof(int32_t));
     double whole = -1, req = -1, dec = -1;
     rs_tokenizer *t = NULL;
     rs_tokenizer_create(v, &t);
@@ -129,7 +136,8 @@ static int bench_vocab(const char *path, const char *text, size_t len, int repea
     printf("%s\n  vocab: %u tokens (%s%s), loaded in %.1f ms\n", path, rs_vocab_n_tokens(v),
            rs_vocab_kind(v) == RS_VOCAB_SPM ? "SentencePiece" : "byte-level BPE, pre ",
            rs_vocab_pre(v), load_s * 1e3);
-    printf("  encode, whole text, fresh tokenizer: %7.2f MB/s %10.0f tokens/s  (%zu tokens, %.2f bytes/token)\n",
+    printf("  encode, whole text, fresh tokenizer: %7.2f MB/s %10.0f tokens/s  (%zu tokens, %.2f "
+           "bytes/token)\n",
            mb / whole, (double)n / whole, n, (double)len / (double)n);
     printf("  encode, %d B requests, one tokenizer: %6.2f MB/s %10.0f tokens/s\n", REQUEST_BYTES,
            mb / req, (double)n_req / req);

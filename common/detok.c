@@ -13,7 +13,7 @@
 
 #include "common/utf8.h"
 
-#define DT_STRIP 0x80u  /* drop the next character if it is a space (we are right after BOS) */
+#define DT_STRIP 0x80u /* drop the next character if it is a space (we are right after BOS) */
 #define DT_PUBLIC RS_DETOK_SPECIAL
 
 static const char SPACE_MARK[] = "\xE2\x96\x81"; /* U+2581 */
@@ -65,8 +65,8 @@ static void emit_replacement(struct emitter *e)
  * Completes the pending sequence with bytes from the piece. Returns how many
  * piece bytes it took; *still_pending is set when the piece ran out first.
  */
-static size_t complete_pending(struct emitter *e, uint8_t *pend, uint8_t *n_pend,
-                               const char *piece, size_t len)
+static size_t complete_pending(struct emitter *e, uint8_t *pend, uint8_t *n_pend, const char *piece,
+                               size_t len)
 {
     uint8_t lead = pend[0];
     unsigned need = rs_utf8_seq_len(lead);
@@ -89,7 +89,8 @@ static size_t complete_pending(struct emitter *e, uint8_t *pend, uint8_t *n_pend
     return i;
 }
 
-/* Emits piece[i..len): valid runs as they are, ill-formed units as U+FFFD; holds an unfinished tail. */
+/* Emits piece[i..len): valid runs as they are, ill-formed units as U+FFFD; holds an unfinished
+ * tail. */
 static void emit_piece(struct emitter *e, const char *piece, size_t len, size_t i, uint8_t *pend,
                        uint8_t *n_pend)
 {
@@ -151,8 +152,7 @@ rs_err rs_detok_feed(const rs_vocab *v, struct rs_detok *d, int32_t token, char 
     return RS_OK;
 }
 
-rs_err rs_detok_flush(const rs_vocab *v, struct rs_detok *d, char *out, size_t cap,
-                      size_t *n_out)
+rs_err rs_detok_flush(const rs_vocab *v, struct rs_detok *d, char *out, size_t cap, size_t *n_out)
 {
     if (d->n_pending == 0) {
         *n_out = 0;

@@ -24,7 +24,8 @@
 #include "common/vocab.h"
 
 /* rs_detok_init flags */
-#define RS_DETOK_SPECIAL 0x01u /* control/unknown tokens show as their text ("</s>"); default: nothing */
+#define RS_DETOK_SPECIAL                                                                           \
+    0x01u /* control/unknown tokens show as their text ("</s>"); default: nothing */
 
 struct rs_detok {
     uint32_t n_tokens;  /* tokens fed since rs_detok_init */
@@ -59,8 +60,7 @@ rs_err rs_detok_feed(const rs_vocab *v, struct rs_detok *d, int32_t token, char 
  * Ends the stream: an incomplete character still pending becomes U+FFFD.
  * out needs 3 bytes. *d is then empty (n_pending 0).
  */
-rs_err rs_detok_flush(const rs_vocab *v, struct rs_detok *d, char *out, size_t cap,
-                      size_t *n_out);
+rs_err rs_detok_flush(const rs_vocab *v, struct rs_detok *d, char *out, size_t cap, size_t *n_out);
 
 /*
  * One-shot: the text of ids[0..n) decoded as one stream (no previous token,

@@ -22,8 +22,9 @@
 #define MAX_STEPS 6
 
 /* The White_Space property, for use inside a character class. */
-#define WS "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
-           "\\x{202F}\\x{205F}\\x{3000}"
+#define WS                                                                                         \
+    "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"           \
+    "\\x{202F}\\x{205F}\\x{3000}"
 
 struct step_def {
     const char *pattern;
@@ -31,19 +32,20 @@ struct step_def {
     pretok_match_fn hand;
 };
 
-static const struct step_def STEP_GPT2 = {
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])",
-    0, pretok_match_gpt2};
-#define LLAMA3_HEAD "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-#define LLAMA3_TAIL "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
+static const struct step_def STEP_GPT2 = {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS
+                                          "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])",
+                                          0, pretok_match_gpt2};
+#define LLAMA3_HEAD                                                                                \
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+#define LLAMA3_TAIL                                                                                \
+    "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
 static const struct step_def STEP_LLAMA3 = {LLAMA3_HEAD "\\p{N}{1,3}" LLAMA3_TAIL, 0,
                                             pretok_match_llama3};
 static const struct step_def STEP_QWEN2 = {LLAMA3_HEAD "\\p{N}" LLAMA3_TAIL, 0, pretok_match_qwen2};
 static const struct step_def STEP_DIGIT = {"\\p{N}", 0, pretok_match_digit};
 static const struct step_def STEP_DIGITS = {"\\p{N}+", 0, pretok_match_digits};
 static const struct step_def STEP_DIGITS13 = {"\\p{N}{1,3}", 0, pretok_match_digits13};
-static const struct step_def STEP_ASCII_DIGIT3 = {"[0-9][0-9][0-9]", 0,
-                                                  pretok_match_ascii_digit3};
+static const struct step_def STEP_ASCII_DIGIT3 = {"[0-9][0-9][0-9]", 0, pretok_match_ascii_digit3};
 static const struct step_def STEP_PUNCT_DEFAULT = {"[\\p{P}\\$\\+<=>\\^~\\|]+", 0,
                                                    pretok_match_punct_default};
 static const struct step_def STEP_PUNCT_FALCON = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", 0,
@@ -51,8 +53,8 @@ static const struct step_def STEP_PUNCT_FALCON = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", 
 static const struct step_def STEP_NEWLINE = {"[\\r\\n]", 0, pretok_match_newline};
 static const struct step_def STEP_WS_LETTERS = {"[" WS "]?\\p{L}+", 0, pretok_match_ws_letters};
 static const struct step_def STEP_WS_PUNCT = {"[" WS "]?\\p{P}+", 0, pretok_match_ws_punct};
-static const struct step_def STEP_CJK = {"[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+",
-                                         0, pretok_match_cjk};
+static const struct step_def STEP_CJK = {
+    "[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", 0, pretok_match_cjk};
 static const struct step_def STEP_CJK_KANA = {
     "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", 0, pretok_match_cjk_kana};
 /* deepseek-llm: cased letters of many scripts, then ASCII/fullwidth punctuation. */
@@ -76,11 +78,13 @@ static const struct step_def STEP_DSL_LETTERS = {
     "\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+",
     0, NULL};
 static const struct step_def STEP_DSL_PUNCT = {
-    "[" WS "]?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
+    "[" WS
+    "]?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
     0, NULL};
 static const struct step_def STEP_WS_AT_END = {"[" WS "]+$", PCRE2_DOLLAR_ENDONLY, NULL};
 static const struct step_def STEP_DS3_MAIN = {
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "[!\"#$%&'()*+,\\-./"
+    ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
     "| ?[\\p{P}\\p{S}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
     0, NULL};
 static const struct step_def STEP_PORO = {
@@ -89,7 +93,8 @@ static const struct step_def STEP_PORO = {
 static const struct step_def STEP_TEKKEN = {
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
     "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
-    "|\\p{N}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
+    "|\\p{N}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS
+    "]+",
     0, NULL};
 
 struct family_def {
@@ -100,27 +105,39 @@ struct family_def {
 };
 
 static const struct family_def FAMILIES[] = {
-    {"default", {"default", NULL}, 0,
+    {"default",
+     {"default", NULL},
+     0,
      {&STEP_PUNCT_DEFAULT, &STEP_GPT2, &STEP_DIGITS, &STEP_ASCII_DIGIT3, NULL}},
     {"gpt2",
      {"gpt-2", "gpt-neox", "mpt", "olmo", "jais", "phi-2", "roberta-bpe", "gigachat", "jina-es",
       "jina-de", "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code", NULL},
-     0, {&STEP_GPT2, NULL}},
-    {"llama3", {"llama3", "llama-v3", "llama-bpe", "falcon3", NULL},
-     RS_PRETOK_IGNORE_MERGES | RS_PRETOK_ADD_BOS, {&STEP_LLAMA3, NULL}},
+     0,
+     {&STEP_GPT2, NULL}},
+    {"llama3",
+     {"llama3", "llama-v3", "llama-bpe", "falcon3", NULL},
+     RS_PRETOK_IGNORE_MERGES | RS_PRETOK_ADD_BOS,
+     {&STEP_LLAMA3, NULL}},
     {"dbrx", {"dbrx", "smaug-bpe", NULL}, 0, {&STEP_LLAMA3, NULL}},
     {"chatglm4", {"chatglm-bpe", NULL}, RS_PRETOK_NO_BOS, {&STEP_LLAMA3, NULL}},
     {"qwen2", {"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez", NULL}, 0, {&STEP_QWEN2, NULL}},
     {"starcoder",
-     {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", NULL}, 0,
+     {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", NULL},
+     0,
      {&STEP_DIGIT, &STEP_GPT2, NULL}},
     {"falcon", {"falcon", NULL}, 0, {&STEP_PUNCT_FALCON, &STEP_GPT2, &STEP_ASCII_DIGIT3, NULL}},
-    {"deepseek-coder", {"deepseek-coder", NULL}, 0,
+    {"deepseek-coder",
+     {"deepseek-coder", NULL},
+     0,
      {&STEP_NEWLINE, &STEP_WS_LETTERS, &STEP_WS_PUNCT, &STEP_CJK, &STEP_DIGIT, NULL}},
-    {"deepseek-llm", {"deepseek-llm", NULL}, 0,
-     {&STEP_NEWLINE, &STEP_DSL_LETTERS, &STEP_DSL_PUNCT, &STEP_WS_AT_END, &STEP_CJK,
-      &STEP_DIGITS, NULL}},
-    {"deepseek-v3", {"deepseek-v3", NULL}, 0,
+    {"deepseek-llm",
+     {"deepseek-llm", NULL},
+     0,
+     {&STEP_NEWLINE, &STEP_DSL_LETTERS, &STEP_DSL_PUNCT, &STEP_WS_AT_END, &STEP_CJK, &STEP_DIGITS,
+      NULL}},
+    {"deepseek-v3",
+     {"deepseek-v3", NULL},
+     0,
      {&STEP_DIGITS13, &STEP_CJK_KANA, &STEP_DS3_MAIN, NULL}},
     {"poro", {"poro-chat", "bloom", "gpt3-finnish", NULL}, 0, {&STEP_PORO, NULL}},
     {"viking", {"viking", NULL}, 0, {&STEP_PORO, &STEP_DIGIT, NULL}},
@@ -237,9 +254,18 @@ void rs_pretok_destroy(rs_pretok **pp)
     *pp = NULL;
 }
 
-const char *rs_pretok_family(const rs_pretok *p) { return p->fam->family; }
-unsigned rs_pretok_traits(const rs_pretok *p) { return p->fam->traits; }
-size_t rs_pretok_n_steps(const rs_pretok *p) { return p->n_steps; }
+const char *rs_pretok_family(const rs_pretok *p)
+{
+    return p->fam->family;
+}
+unsigned rs_pretok_traits(const rs_pretok *p)
+{
+    return p->fam->traits;
+}
+size_t rs_pretok_n_steps(const rs_pretok *p)
+{
+    return p->n_steps;
+}
 
 int rs_pretok_step_is_hand(const rs_pretok *p, size_t i)
 {

@@ -89,7 +89,8 @@ rs_err special_build(struct special_trie *t, const struct rs_vocab *v)
     for (uint32_t i = 0; i < v->n_tokens; i++) {
         int type = v->type[i];
         if ((type != RS_TOKEN_CONTROL && type != RS_TOKEN_UNKNOWN &&
-             type != RS_TOKEN_USER_DEFINED) || v->text_len[i] == 0)
+             type != RS_TOKEN_USER_DEFINED) ||
+            v->text_len[i] == 0)
             continue;
         rs_err rc = insert(t, v->arena + v->text_off[i], v->text_len[i], (int32_t)i,
                            type == RS_TOKEN_USER_DEFINED);

@@ -27,10 +27,10 @@
 #define RS_STOPSTR_MAX_LEN 256 /* bytes of the longest allowed stop string */
 
 struct rs_stopstr {
-    uint16_t n_held;  /* bytes held back */
-    uint8_t matched;  /* 1 once a stop string matched: nothing more is released */
+    uint16_t n_held; /* bytes held back */
+    uint8_t matched; /* 1 once a stop string matched: nothing more is released */
     uint8_t reserved;
-    int32_t which;    /* index of the stop string that matched, -1 before */
+    int32_t which;                        /* index of the stop string that matched, -1 before */
     uint8_t held[RS_STOPSTR_MAX_LEN - 1]; /* text that may start a stop string */
 };
 

@@ -45,11 +45,11 @@ struct strtab_slot {
 
 struct strtab {
     struct strtab_slot *slots;
-    uint32_t mask;       /* capacity - 1 (capacity a power of two) */
+    uint32_t mask;            /* capacity - 1 (capacity a power of two) */
     const char *const *arena; /* borrowed: string id is (*arena)[off[id] .. off[id] + len[id]);
                                  read through the pointer so the arena may grow while building */
-    const uint32_t *off; /* borrowed, indexed by id */
-    const uint32_t *len; /* borrowed, indexed by id */
+    const uint32_t *off;      /* borrowed, indexed by id */
+    const uint32_t *len;      /* borrowed, indexed by id */
 };
 
 /* Sizes the table for n_max entries over the given arrays (borrowed until strtab_free). */

@@ -13,7 +13,7 @@
 #include "common/tokenizer_impl.h"
 
 #define CACHE_SLOTS (1u << 14)
-#define CACHE_MAX_WORD 64        /* longer words are rare repeats: not cached */
+#define CACHE_MAX_WORD 64 /* longer words are rare repeats: not cached */
 #define CACHE_KEY_BYTES (1u << 19)
 #define CACHE_IDS (1u << 17)
 

@@ -25,9 +25,10 @@
 typedef struct rs_tokenizer rs_tokenizer;
 
 /* rs_tokenizer_encode flags */
-#define RS_TOKENIZE_ADD_SPECIAL 0x1u   /* BOS / EOS as the vocab's add_bos / add_eos say */
-#define RS_TOKENIZE_PARSE_SPECIAL 0x2u /* control-token text in the input ("<|eot_id|>", "<s>")
-                                          becomes that token; off: it is plain text */
+#define RS_TOKENIZE_ADD_SPECIAL 0x1u /* BOS / EOS as the vocab's add_bos / add_eos say */
+#define RS_TOKENIZE_PARSE_SPECIAL                                                                  \
+    0x2u /* control-token text in the input ("<|eot_id|>", "<s>")                                  \
+            becomes that token; off: it is plain text */
 
 /*
  * Creates a tokenizer over v (borrowed: v must outlive it). *out owns it. A

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RS_UTF8_INVALID 0xFFFFFFFFu /* code point reported for an ill-formed unit */
+#define RS_UTF8_INVALID 0xFFFFFFFFu        /* code point reported for an ill-formed unit */
 #define RS_UTF8_REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD, 3 bytes */
 
 /*

@@ -61,7 +61,8 @@ static rs_err read_kind(struct rs_vocab *v, const rs_gguf *g, char *err, size_t 
     struct rs_gguf_str m;
     rs_err rc = rs_gguf_get_str(g, KEY_MODEL, &m);
     if (rc == RS_ENOENT)
-        return vocab_fail(err, err_len, RS_ENOENT, "%s is missing: the file has no vocab", KEY_MODEL);
+        return vocab_fail(err, err_len, RS_ENOENT, "%s is missing: the file has no vocab",
+                          KEY_MODEL);
     if (rc != RS_OK)
         return vocab_fail(err, err_len, RS_EINVAL, "%s is not a string", KEY_MODEL);
     if (m.len == 5 && memcmp(m.ptr, "llama", 5) == 0)
@@ -70,8 +71,8 @@ static rs_err read_kind(struct rs_vocab *v, const rs_gguf *g, char *err, size_t 
         v->kind = RS_VOCAB_BPE;
     else
         return vocab_fail(err, err_len, RS_EUNSUPPORTED,
-                    "%s = '%.*s' is not supported (only 'llama' and 'gpt2')", KEY_MODEL,
-                    (int)(m.len > 64 ? 64 : m.len), m.ptr);
+                          "%s = '%.*s' is not supported (only 'llama' and 'gpt2')", KEY_MODEL,
+                          (int)(m.len > 64 ? 64 : m.len), m.ptr);
     return RS_OK;
 }
 
@@ -103,17 +104,17 @@ static rs_err read_texts(struct rs_vocab *v, const rs_gguf *g, char *err, size_t
     if (rc != RS_OK || et != RS_GGUF_STRING)
         return vocab_fail(err, err_len, RS_EINVAL, "%s is not a string array", KEY_TOKENS);
     if (n == 0 || n > RS_VOCAB_MAX_TOKENS)
-        return vocab_fail(err, err_len, RS_EINVAL, "%s has %llu entries (allowed 1..%u)", KEY_TOKENS,
-                    (unsigned long long)n, RS_VOCAB_MAX_TOKENS);
+        return vocab_fail(err, err_len, RS_EINVAL, "%s has %llu entries (allowed 1..%u)",
+                          KEY_TOKENS, (unsigned long long)n, RS_VOCAB_MAX_TOKENS);
     if (alloc_arrays(v, (uint32_t)n) != RS_OK)
         return vocab_fail(err, err_len, RS_ENOMEM, "out of memory for %llu tokens",
-                    (unsigned long long)n);
+                          (unsigned long long)n);
     uint64_t kv = (uint64_t)rs_gguf_find_key(g, KEY_TOKENS);
     for (uint32_t i = 0; i < v->n_tokens; i++) {
         struct rs_gguf_str s = rs_gguf_arr_str_at(g, kv, i);
         if (s.len > RS_VOCAB_MAX_TOKEN_BYTES)
-            return vocab_fail(err, err_len, RS_EINVAL, "%s[%u] is %llu bytes (max %u)", KEY_TOKENS, i,
-                        (unsigned long long)s.len, RS_VOCAB_MAX_TOKEN_BYTES);
+            return vocab_fail(err, err_len, RS_EINVAL, "%s[%u] is %llu bytes (max %u)", KEY_TOKENS,
+                              i, (unsigned long long)s.len, RS_VOCAB_MAX_TOKEN_BYTES);
         uint32_t off = vocab_arena_add(v, s.ptr, s.len);
         if (off == UINT32_MAX)
             return vocab_fail(err, err_len, RS_ENOMEM, "out of memory for token texts");
@@ -135,8 +136,8 @@ static rs_err find_token_array(const rs_gguf *g, const char *key, const struct r
     if (rc != RS_OK || *et == RS_GGUF_STRING || *et == RS_GGUF_ARRAY)
         return vocab_fail(err, err_len, RS_EINVAL, "%s is not a numeric array", key);
     if (n != v->n_tokens)
-        return vocab_fail(err, err_len, RS_EINVAL, "%s has %llu entries but there are %u tokens", key,
-                    (unsigned long long)n, v->n_tokens);
+        return vocab_fail(err, err_len, RS_EINVAL, "%s has %llu entries but there are %u tokens",
+                          key, (unsigned long long)n, v->n_tokens);
     return RS_OK;
 }
 
@@ -147,7 +148,8 @@ static rs_err read_scores_types(struct rs_vocab *v, const rs_gguf *g, char *err,
     rs_err rc = find_token_array(g, KEY_SCORES, v, &et, &present, err, err_len);
     if (rc != RS_OK)
         return rc;
-    const uint8_t *raw = present ? rs_gguf_arr_data(g, (uint64_t)rs_gguf_find_key(g, KEY_SCORES)) : NULL;
+    const uint8_t *raw =
+        present ? rs_gguf_arr_data(g, (uint64_t)rs_gguf_find_key(g, KEY_SCORES)) : NULL;
     for (uint32_t i = 0; present && i < v->n_tokens; i++) {
         double d;
         if (et == RS_GGUF_F32)
@@ -218,7 +220,8 @@ static void read_specials(struct rs_vocab *v, const rs_gguf *g, unsigned traits)
     read_special_id(v, g, "tokenizer.ggml.padding_token_id", &v->pad);
     if (traits & RS_PRETOK_NO_BOS)
         v->bos = RS_VOCAB_NONE;
-    /* A BOS/EOS/UNK that is a byte token (the default unk 0 is <0x00> in a byte-only vocab) is none. */
+    /* A BOS/EOS/UNK that is a byte token (the default unk 0 is <0x00> in a byte-only vocab) is
+     * none. */
     int32_t *ids[] = {&v->bos, &v->eos, &v->unk};
     for (size_t i = 0; i < 3; i++)
         if (*ids[i] >= 0 && v->type[*ids[i]] == RS_TOKEN_BYTE)
@@ -253,10 +256,16 @@ static void mark_eog(struct rs_vocab *v, int32_t id)
 static void find_eog(struct rs_vocab *v)
 {
     static const char *const eot_names[] = {
-        "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "<EOT>",
         "<\xEF\xBD\x9C\x65nd\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
-    static const char *const eog_names[] = {"<|eot_id|>", "<|im_end|>",    "<|end|>", "<end_of_turn>",
-                                            "<|endoftext|>", "<|eom_id|>", "<EOT>"};
+    static const char *const eog_names[] = {"<|eot_id|>",    "<|im_end|>",    "<|end|>",
+                                            "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+                                            "<EOT>"};
     for (size_t i = 0; v->eot == RS_VOCAB_NONE && i < sizeof(eot_names) / sizeof(*eot_names); i++)
         v->eot = find_text(v, eot_names[i]);
     if (v->eom == RS_VOCAB_NONE)
@@ -277,7 +286,8 @@ static void find_eog(struct rs_vocab *v)
 
 static rs_err build_text_table(struct rs_vocab *v)
 {
-    rs_err rc = strtab_init(&v->by_text, v->n_tokens, (const char *const *)&v->arena, v->text_off, v->text_len);
+    rs_err rc = strtab_init(&v->by_text, v->n_tokens, (const char *const *)&v->arena, v->text_off,
+                            v->text_len);
     if (rc != RS_OK)
         return rc;
     for (uint32_t i = 0; i < v->n_tokens; i++)
@@ -354,7 +364,8 @@ static int spm_has_inner_space(const struct rs_vocab *v)
 
 static rs_err spm_prepare(struct rs_vocab *v)
 {
-    rs_err rc = strtab_init(&v->by_key, v->n_tokens, (const char *const *)&v->arena, v->key_off, v->key_len);
+    rs_err rc = strtab_init(&v->by_key, v->n_tokens, (const char *const *)&v->arena, v->key_off,
+                            v->key_len);
     if (rc != RS_OK)
         return rc;
     for (uint32_t i = 0; i < v->n_tokens; i++) {
@@ -383,7 +394,8 @@ static rs_err spm_prepare(struct rs_vocab *v)
     }
     if (missing)
         rs_log_warn("vocab: %d byte values have no byte token: they encode as <unk> (or are "
-                    "dropped without one)", missing);
+                    "dropped without one)",
+                    missing);
     return RS_OK;
 }
 
@@ -512,20 +524,62 @@ static inline int valid_id(const struct rs_vocab *v, int32_t id)
     return id >= 0 && (uint32_t)id < v->n_tokens;
 }
 
-uint32_t rs_vocab_n_tokens(const rs_vocab *v) { return v->n_tokens; }
-enum rs_vocab_kind rs_vocab_kind(const rs_vocab *v) { return v->kind; }
-const char *rs_vocab_pre(const rs_vocab *v) { return v->pre; }
-int32_t rs_vocab_bos(const rs_vocab *v) { return v->bos; }
-int32_t rs_vocab_eos(const rs_vocab *v) { return v->eos; }
-int32_t rs_vocab_eot(const rs_vocab *v) { return v->eot; }
-int32_t rs_vocab_eom(const rs_vocab *v) { return v->eom; }
-int32_t rs_vocab_unk(const rs_vocab *v) { return v->unk; }
-int32_t rs_vocab_pad(const rs_vocab *v) { return v->pad; }
-int32_t rs_vocab_sep(const rs_vocab *v) { return v->sep; }
-int rs_vocab_add_bos(const rs_vocab *v) { return v->add_bos; }
-int rs_vocab_add_eos(const rs_vocab *v) { return v->add_eos; }
-int rs_vocab_add_space_prefix(const rs_vocab *v) { return v->add_space_prefix; }
-size_t rs_vocab_max_piece_len(const rs_vocab *v) { return v->max_piece_len; }
+uint32_t rs_vocab_n_tokens(const rs_vocab *v)
+{
+    return v->n_tokens;
+}
+enum rs_vocab_kind rs_vocab_kind(const rs_vocab *v)
+{
+    return v->kind;
+}
+const char *rs_vocab_pre(const rs_vocab *v)
+{
+    return v->pre;
+}
+int32_t rs_vocab_bos(const rs_vocab *v)
+{
+    return v->bos;
+}
+int32_t rs_vocab_eos(const rs_vocab *v)
+{
+    return v->eos;
+}
+int32_t rs_vocab_eot(const rs_vocab *v)
+{
+    return v->eot;
+}
+int32_t rs_vocab_eom(const rs_vocab *v)
+{
+    return v->eom;
+}
+int32_t rs_vocab_unk(const rs_vocab *v)
+{
+    return v->unk;
+}
+int32_t rs_vocab_pad(const rs_vocab *v)
+{
+    return v->pad;
+}
+int32_t rs_vocab_sep(const rs_vocab *v)
+{
+    return v->sep;
+}
+int rs_vocab_add_bos(const rs_vocab *v)
+{
+    return v->add_bos;
+}
+int rs_vocab_add_eos(const rs_vocab *v)
+{
+    return v->add_eos;
+}
+int rs_vocab_add_space_prefix(const rs_vocab *v)
+{
+    return v->add_space_prefix;
+}
+size_t rs_vocab_max_piece_len(const rs_vocab *v)
+{
+    return v->max_piece_len;
+}
 
 int rs_vocab_is_eog(const rs_vocab *v, int32_t id)
 {

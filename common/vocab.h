@@ -39,9 +39,9 @@ enum rs_token_type {
     RS_TOKEN_BYTE = 6,
 };
 
-#define RS_VOCAB_NONE (-1)               /* "no such token" for special ids and lookups */
-#define RS_VOCAB_MAX_TOKENS (1u << 24)   /* larger token arrays are rejected as malformed */
-#define RS_VOCAB_MAX_TOKEN_BYTES 65536u  /* longer token texts are rejected as malformed */
+#define RS_VOCAB_NONE (-1)              /* "no such token" for special ids and lookups */
+#define RS_VOCAB_MAX_TOKENS (1u << 24)  /* larger token arrays are rejected as malformed */
+#define RS_VOCAB_MAX_TOKEN_BYTES 65536u /* longer token texts are rejected as malformed */
 
 /* Load options; a zeroed struct (or NULL) means "as the file says". */
 struct rs_vocab_opts {
@@ -78,7 +78,8 @@ const char *rs_vocab_pre(const rs_vocab *v);
 /* Special token ids, or RS_VOCAB_NONE. */
 int32_t rs_vocab_bos(const rs_vocab *v);
 int32_t rs_vocab_eos(const rs_vocab *v);
-int32_t rs_vocab_eot(const rs_vocab *v); /* end of turn: key, else found by text (<|eot_id|>, ...) */
+int32_t
+rs_vocab_eot(const rs_vocab *v); /* end of turn: key, else found by text (<|eot_id|>, ...) */
 int32_t rs_vocab_eom(const rs_vocab *v); /* end of message (<|eom_id|>) */
 int32_t rs_vocab_unk(const rs_vocab *v);
 int32_t rs_vocab_pad(const rs_vocab *v);

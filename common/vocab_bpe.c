@@ -36,7 +36,8 @@ int vocab_bpe_char_to_byte(uint32_t cp)
     return -1;
 }
 
-/* Raw bytes of byte-level text t[0..n) into out (n bytes suffice); -1 if a char is outside the alphabet. */
+/* Raw bytes of byte-level text t[0..n) into out (n bytes suffice); -1 if a char is outside the
+ * alphabet. */
 static long bytelevel_decode(const char *t, size_t n, char *out, const int16_t *to_byte)
 {
     size_t o = 0;
@@ -185,7 +186,7 @@ rs_err vocab_bpe_prepare(struct rs_vocab *v, const rs_gguf *g, const char *pre, 
     }
     if (missing)
         rs_log_debug("vocab: %d byte values have no token (never produced by valid UTF-8 text "
-                    "when they are C0, C1, F5..FF); such bytes encode as <unk> or are dropped",
-                    missing);
+                     "when they are C0, C1, F5..FF); such bytes encode as <unk> or are dropped",
+                     missing);
     return RS_OK;
 }

@@ -31,9 +31,9 @@ struct special_node {
 struct special_trie {
     struct special_node *nodes; /* nodes[0] is the root */
     uint32_t n, cap;
-    int32_t root_child[256];    /* the root's children by first byte */
-    uint8_t first_user[32];     /* bitmap: bytes that start a user-defined token */
-    uint8_t first_any[32];      /* bitmap: bytes that start any special token */
+    int32_t root_child[256]; /* the root's children by first byte */
+    uint8_t first_user[32];  /* bitmap: bytes that start a user-defined token */
+    uint8_t first_any[32];   /* bitmap: bytes that start any special token */
     int has_user, has_any;
 };
 
@@ -45,8 +45,8 @@ struct rs_vocab {
     uint32_t *key_off, *key_len;     /* encoder key in arena (SPM: text; BPE: raw bytes) */
     uint32_t *piece_off, *piece_len; /* decoded bytes in arena */
     float *score;
-    uint8_t *type;                   /* enum rs_token_type */
-    uint8_t *attr;                   /* VA_* */
+    uint8_t *type; /* enum rs_token_type */
+    uint8_t *attr; /* VA_* */
     char *arena;
     size_t arena_len, arena_cap;
 
@@ -90,8 +90,7 @@ void special_free(struct special_trie *t);
  * Longest special token at s[0..n) (user-defined ones only unless `any`):
  * returns its length and sets *id, or returns 0.
  */
-size_t special_match(const struct special_trie *t, const char *s, size_t n, int any,
-                     int32_t *id);
+size_t special_match(const struct special_trie *t, const char *s, size_t n, int any, int32_t *id);
 
 /* Whether byte b can start a special token of the mode. */
 static inline int special_may_start(const struct special_trie *t, uint8_t b, int any)

@@ -27,7 +27,8 @@ struct opts {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ringserve-tokenize -m FILE.gguf [--bos] [--special] [--pre NAME] [--decode | --info]\n"
+            "usage: ringserve-tokenize -m FILE.gguf [--bos] [--special] [--pre NAME] [--decode | "
+            "--info]\n"
             "Reads UTF-8 text on stdin and prints its token ids on one line, space-separated.\n"
             "  -m, --model FILE  GGUF model or vocab-only file whose vocab to use\n"
             "  --bos             prepend the vocab's BOS token (otherwise no BOS/EOS is added)\n"
@@ -41,20 +42,36 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct opts *o)
 {
     static const struct option longopts[] = {
-        {"model", 1, 0, 'm'}, {"bos", 0, 0, 'b'},    {"special", 0, 0, 's'}, {"pre", 1, 0, 'p'},
+        {"model", 1, 0, 'm'},  {"bos", 0, 0, 'b'},  {"special", 0, 0, 's'}, {"pre", 1, 0, 'p'},
         {"decode", 0, 0, 'd'}, {"info", 0, 0, 'i'}, {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
     int c;
     memset(o, 0, sizeof(*o));
     while ((c = getopt_long(argc, argv, "m:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'm': o->model = optarg; break;
-        case 'b': o->bos = 1; break;
-        case 's': o->special = 1; break;
-        case 'p': o->pre = optarg; break;
-        case 'd': o->decode = 1; break;
-        case 'i': o->info = 1; break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return 2;
+        case 'm':
+            o->model = optarg;
+            break;
+        case 'b':
+            o->bos = 1;
+            break;
+        case 's':
+            o->special = 1;
+            break;
+        case 'p':
+            o->pre = optarg;
+            break;
+        case 'd':
+            o->decode = 1;
+            break;
+        case 'i':
+            o->info = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind < argc) {
@@ -106,8 +123,10 @@ static int encode(const rs_vocab *v, const struct opts *o, const char *text, siz
 {
     size_t valid = rs_utf8_valid_prefix(text, len);
     if (valid < len)
-        fprintf(stderr, "ringserve-tokenize: warning: input is not valid UTF-8 (first bad byte at "
-                        "offset %zu); invalid bytes are encoded as byte tokens\n", valid);
+        fprintf(stderr,
+                "ringserve-tokenize: warning: input is not valid UTF-8 (first bad byte at "
+                "offset %zu); invalid bytes are encoded as byte tokens\n",
+                valid);
     if (o->bos && rs_vocab_bos(v) < 0) {
         fprintf(stderr, "ringserve-tokenize: --bos: this vocab has no BOS token\n");
         return 1;
@@ -117,8 +136,8 @@ static int encode(const rs_vocab *v, const struct opts *o, const char *text, siz
     int32_t *ids = malloc(cap * sizeof(*ids));
     rs_err rc = ids != NULL ? rs_tokenizer_create(v, &t) : RS_ENOMEM;
     if (rc == RS_OK)
-        rc = rs_tokenizer_encode(t, text, len, o->special ? RS_TOKENIZE_PARSE_SPECIAL : 0, ids,
-                                 cap, &n);
+        rc = rs_tokenizer_encode(t, text, len, o->special ? RS_TOKENIZE_PARSE_SPECIAL : 0, ids, cap,
+                                 &n);
     rs_tokenizer_destroy(&t);
     if (rc != RS_OK) {
         fprintf(stderr, "ringserve-tokenize: encoding failed: %s\n", rs_strerror(rc));
@@ -145,7 +164,8 @@ static int next_id(const char **p, const rs_vocab *v, int32_t *id)
     char *end;
     long x = strtol(s, &end, 10);
     if (end == s || x < 0 || x >= (long)rs_vocab_n_tokens(v) ||
-        (*end != '\0' && *end != ' ' && *end != '\n' && *end != '\t' && *end != '\r' && *end != ',')) {
+        (*end != '\0' && *end != ' ' && *end != '\n' && *end != '\t' && *end != '\r' &&
+         *end != ',')) {
         fprintf(stderr, "ringserve-tokenize: --decode: '%.20s' is not a token id (0..%u)\n", s,
                 rs_vocab_n_tokens(v) - 1);
         return -1;
@@ -192,7 +212,8 @@ static void info(const rs_vocab *v)
     for (size_t i = 0; i < 6; i++) {
         size_t len = 0;
         const char *t = rs_vocab_token_text(v, ids[i], &len);
-        printf("%s: %d%s%.*s%s\n", names[i], ids[i], t ? " '" : "", (int)len, t ? t : "", t ? "'" : "");
+        printf("%s: %d%s%.*s%s\n", names[i], ids[i], t ? " '" : "", (int)len, t ? t : "",
+               t ? "'" : "");
     }
     printf("end-of-generation:");
     for (uint32_t i = 0; i < rs_vocab_n_tokens(v); i++)

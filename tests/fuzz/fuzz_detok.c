@@ -40,13 +40,15 @@ static void init(void)
     if (done)
         return;
     done = 1;
-    rs_log_set_level((enum rs_log_level)(RS_LOG_ERROR + 1)); /* broken inputs are the point: no log */
+    rs_log_set_level(
+        (enum rs_log_level)(RS_LOG_ERROR + 1)); /* broken inputs are the point: no log */
     const char *root = getenv("RS_REFDATA");
-    const char *files[2] = {"tokenizer/ggml-vocab-llama-spm.gguf", "tokenizer/ggml-vocab-gpt-2.gguf"};
+    const char *files[2] = {"tokenizer/ggml-vocab-llama-spm.gguf",
+                            "tokenizer/ggml-vocab-gpt-2.gguf"};
     for (int i = 0; i < 2; i++) {
         char path[1024], err[256];
-        snprintf(path, sizeof(path), "%s/%s", root && *root ? root : RS_SOURCE_DIR "/../shared/refdata",
-                 files[i]);
+        snprintf(path, sizeof(path), "%s/%s",
+                 root && *root ? root : RS_SOURCE_DIR "/../shared/refdata", files[i]);
         if (rs_vocab_load_file(path, &vocabs[i], err, sizeof(err)) != RS_OK)
             fprintf(stderr, "fuzz_detok: %s unavailable (%s)\n", path, err);
     }

@@ -23,9 +23,9 @@
 #define N_VOCABS 3
 #define MAX_IDS (1 << 17)
 
-static const char *const VOCAB_FILES[N_VOCABS] = {
-    "tokenizer/ggml-vocab-llama-spm.gguf", "tokenizer/ggml-vocab-gpt-2.gguf",
-    "tokenizer/ggml-vocab-deepseek-coder.gguf"};
+static const char *const VOCAB_FILES[N_VOCABS] = {"tokenizer/ggml-vocab-llama-spm.gguf",
+                                                  "tokenizer/ggml-vocab-gpt-2.gguf",
+                                                  "tokenizer/ggml-vocab-deepseek-coder.gguf"};
 
 static rs_vocab *vocabs[N_VOCABS];
 static rs_tokenizer *toks[N_VOCABS];
@@ -46,15 +46,17 @@ static void init(void)
     if (done)
         return;
     done = 1;
-    rs_log_set_level((enum rs_log_level)(RS_LOG_ERROR + 1)); /* broken inputs are the point: no log */
+    rs_log_set_level(
+        (enum rs_log_level)(RS_LOG_ERROR + 1)); /* broken inputs are the point: no log */
     const char *root = getenv("RS_REFDATA");
     for (int i = 0; i < N_VOCABS; i++) {
         char path[1024], err[256];
-        snprintf(path, sizeof(path), "%s/%s", root && *root ? root : RS_SOURCE_DIR "/../shared/refdata",
-                 VOCAB_FILES[i]);
+        snprintf(path, sizeof(path), "%s/%s",
+                 root && *root ? root : RS_SOURCE_DIR "/../shared/refdata", VOCAB_FILES[i]);
         if (rs_vocab_load_file(path, &vocabs[i], err, sizeof(err)) != RS_OK ||
             rs_tokenizer_create(vocabs[i], &toks[i]) != RS_OK)
-            fprintf(stderr, "fuzz_tokenize: %s unavailable (%s): mode %d is skipped\n", path, err, i);
+            fprintf(stderr, "fuzz_tokenize: %s unavailable (%s): mode %d is skipped\n", path, err,
+                    i);
     }
 }
 
@@ -112,7 +114,8 @@ static void fuzz_vocab(const uint8_t *data, size_t size)
     if (rs_gguf_open_mem(data, size, &g, NULL, 0) != RS_OK)
         return;
     if (rs_vocab_load(g, &v, NULL, 0) == RS_OK && rs_tokenizer_create(v, &t) == RS_OK) {
-        static const char sample[] = "Hello, world! 123 \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\xA6\x99\n\t<s>";
+        static const char sample[] =
+            "Hello, world! 123 \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\xA6\x99\n\t<s>";
         encode_checked(v, t, sample, sizeof(sample) - 1, RS_TOKENIZE_ADD_SPECIAL);
         encode_checked(v, t, sample, sizeof(sample) - 1, RS_TOKENIZE_PARSE_SPECIAL);
         size_t len = size < 256 ? size : 256; /* the file's own bytes as text, too */

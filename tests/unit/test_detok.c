@@ -223,8 +223,10 @@ static int incremental_vs_one_shot(const char *rel, unsigned flags, int iteratio
         RS_CHECK(rs_detok_decode(v, ids, n, flags, b, sizeof(b), &lb) == RS_OK);
         size_t lc = reference(v, ids, n, flags, c);
         RS_CHECK_MSG(la == lb && memcmp(a, b, la) == 0, "stepwise != one-shot (iteration %d)", it);
-        RS_CHECK_MSG(la == lc && memcmp(a, c, la) == 0, "detok != reference (iteration %d):\n"
-                     "got  %.*s\nwant %.*s", it, (int)la, a, (int)lc, c);
+        RS_CHECK_MSG(la == lc && memcmp(a, c, la) == 0,
+                     "detok != reference (iteration %d):\n"
+                     "got  %.*s\nwant %.*s",
+                     it, (int)la, a, (int)lc, c);
     }
     rs_vocab_destroy(&v);
     return 0;
@@ -247,7 +249,8 @@ static int test_incremental_equals_one_shot_gpt2(void)
 
 static int test_incremental_equals_one_shot_deepseek_coder(void)
 {
-    return incremental_vs_one_shot("tokenizer/ggml-vocab-deepseek-coder.gguf", RS_DETOK_SPECIAL, 100);
+    return incremental_vs_one_shot("tokenizer/ggml-vocab-deepseek-coder.gguf", RS_DETOK_SPECIAL,
+                                   100);
 }
 
 /* Feeds one token and checks the delta. */
@@ -256,8 +259,8 @@ static int expect_feed(const rs_vocab *v, struct rs_detok *d, int32_t id, const 
     char out[1024];
     size_t n = 99;
     RS_CHECK(rs_detok_feed(v, d, id, out, sizeof(out), &n) == RS_OK);
-    RS_CHECK_MSG(n == strlen(want) && memcmp(out, want, n) == 0, "token %d: got \"%.*s\" want \"%s\"",
-                 id, (int)n, out, want);
+    RS_CHECK_MSG(n == strlen(want) && memcmp(out, want, n) == 0,
+                 "token %d: got \"%.*s\" want \"%s\"", id, (int)n, out, want);
     return 0;
 }
 
@@ -291,7 +294,9 @@ static int test_ill_formed_bytes_become_replacement(void)
     rs_detok_init(&d, v, RS_VOCAB_NONE, 0);
     RS_CHECK(expect_feed(v, &d, b0 + 0xFF, "\xEF\xBF\xBD") == 0);
     RS_CHECK(expect_feed(v, &d, b0 + 0xE2, "") == 0);
-    RS_CHECK(expect_feed(v, &d, b0 + 'A', "\xEF\xBF\xBD" "A") == 0);
+    RS_CHECK(expect_feed(v, &d, b0 + 'A',
+                         "\xEF\xBF\xBD"
+                         "A") == 0);
     RS_CHECK(expect_feed(v, &d, b0 + 0xF0, "") == 0);
     RS_CHECK(expect_feed(v, &d, b0 + 0x9F, "") == 0);
     RS_CHECK(rs_detok_flush(v, &d, out, sizeof(out), &n) == RS_OK);
@@ -353,7 +358,8 @@ static int test_errors_leave_state_unchanged(void)
     rs_detok_init(&d, v, RS_VOCAB_NONE, 0);
     RS_CHECK(expect_feed(v, &d, b0 + 0xE2, "") == 0);
     before = d;
-    RS_CHECK(rs_detok_feed(v, &d, (int32_t)rs_vocab_n_tokens(v), out, sizeof(out), &n) == RS_EINVAL);
+    RS_CHECK(rs_detok_feed(v, &d, (int32_t)rs_vocab_n_tokens(v), out, sizeof(out), &n) ==
+             RS_EINVAL);
     RS_CHECK(rs_detok_feed(v, &d, -5, out, sizeof(out), &n) == RS_EINVAL);
     RS_CHECK(rs_detok_feed(v, &d, 15043, out, 2, &n) == RS_ERANGE);
     RS_CHECK(memcmp(&d, &before, sizeof(d)) == 0);

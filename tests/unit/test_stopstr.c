@@ -12,6 +12,8 @@
 #include "common/stopstr.h"
 #include "tests/rs_test.h"
 
+_Static_assert(sizeof(struct rs_stopstr) == 264, "stop-string state is a fixed plain struct");
+
 struct stream {
     struct rs_stopstr st;
     char released[4096];
@@ -35,8 +37,8 @@ static rs_err feed(struct stream *s, const char *const *stops, size_t n_stops, c
     int which;
     for (size_t i = 0; i < n_stops; i++)
         lens[i] = strlen(stops[i]);
-    rs_err rc = rs_stopstr_feed(&s->st, stops, lens, n_stops, text, len, out, sizeof(out), &out_n,
-                                &which);
+    rs_err rc =
+        rs_stopstr_feed(&s->st, stops, lens, n_stops, text, len, out, sizeof(out), &out_n, &which);
     if (rc == RS_OK) {
         memcpy(s->released + s->n, out, out_n);
         s->n += out_n;

@@ -135,12 +135,30 @@ static int vectors(const char *vocab_name, const char *vectors_name, const char 
     return 0;
 }
 
-static int test_vectors_llama_spm(void) { return vectors("llama-spm", "llama-spm", NULL); }
-static int test_vectors_phi3(void) { return vectors("phi-3", "phi-3", NULL); }
-static int test_vectors_gpt2(void) { return vectors("gpt-2", "gpt-2", NULL); }
-static int test_vectors_mpt(void) { return vectors("mpt", "mpt", NULL); }
-static int test_vectors_falcon(void) { return vectors("falcon", "falcon", NULL); }
-static int test_vectors_deepseek_coder(void) { return vectors("deepseek-coder", "deepseek-coder", NULL); }
+static int test_vectors_llama_spm(void)
+{
+    return vectors("llama-spm", "llama-spm", NULL);
+}
+static int test_vectors_phi3(void)
+{
+    return vectors("phi-3", "phi-3", NULL);
+}
+static int test_vectors_gpt2(void)
+{
+    return vectors("gpt-2", "gpt-2", NULL);
+}
+static int test_vectors_mpt(void)
+{
+    return vectors("mpt", "mpt", NULL);
+}
+static int test_vectors_falcon(void)
+{
+    return vectors("falcon", "falcon", NULL);
+}
+static int test_vectors_deepseek_coder(void)
+{
+    return vectors("deepseek-coder", "deepseek-coder", NULL);
+}
 
 /* The GPT-NeoX-20B vocab file has no tokenizer.ggml.pre; its tokenizer is mpt's (same tokens and
  * merges, README section 4), and Hugging Face runs it with the GPT-2 regex: named "gpt-neox". */
@@ -176,10 +194,10 @@ static int expect_ids(const rs_vocab *v, const char *text, unsigned flags, const
     return 0;
 }
 
-#define EXPECT_IDS(v, text, flags, ...)                                                          \
-    do {                                                                                         \
-        static const int32_t want_[] = {__VA_ARGS__};                                            \
-        RS_CHECK(expect_ids(v, text, flags, want_, sizeof(want_) / sizeof(want_[0])) == 0);     \
+#define EXPECT_IDS(v, text, flags, ...)                                                            \
+    do {                                                                                           \
+        static const int32_t want_[] = {__VA_ARGS__};                                              \
+        RS_CHECK(expect_ids(v, text, flags, want_, sizeof(want_) / sizeof(want_[0])) == 0);        \
     } while (0)
 
 /* llama2.c test.c vectors (Meta's tokenizer, with BOS), refdata README section 6. */
@@ -193,17 +211,20 @@ static int llama2_vectors(const char *rel)
     EXPECT_IDS(v, "I believe the meaning of life is", f, 1, 306, 4658, 278, 6593, 310, 2834, 338);
     EXPECT_IDS(v, "Simply put, the theory of relativity states that ", f, 1, 3439, 17632, 1925,
                29892, 278, 6368, 310, 14215, 537, 5922, 393, 29871);
-    EXPECT_IDS(v, "A brief message congratulating the team on the launch:\n\n        Hi everyone,"
-                  "\n\n        I just ", f,
-               1, 319, 11473, 2643, 378, 629, 271, 18099, 278, 3815, 373, 278, 6826, 29901, 13, 13,
-               4706, 6324, 14332, 29892, 13, 13, 4706, 306, 925, 29871);
-    EXPECT_IDS(v, "Translate English to French:\n\n        sea otter => loutre de mer\n        "
-                  "peppermint => menthe poivr\xC3\xA9" "e\n        plush girafe => girafe peluche\n"
-                  "        cheese =>", f,
-               1, 4103, 9632, 4223, 304, 5176, 29901, 13, 13, 4706, 7205, 4932, 357, 1149, 301, 449,
-               276, 316, 2778, 13, 4706, 1236, 407, 837, 524, 1149, 6042, 354, 772, 440, 29878, 1318,
-               13, 4706, 715, 1878, 330, 3055, 1725, 1149, 330, 3055, 1725, 4639, 28754, 13, 4706,
-               923, 968, 1149);
+    EXPECT_IDS(v,
+               "A brief message congratulating the team on the launch:\n\n        Hi everyone,"
+               "\n\n        I just ",
+               f, 1, 319, 11473, 2643, 378, 629, 271, 18099, 278, 3815, 373, 278, 6826, 29901, 13,
+               13, 4706, 6324, 14332, 29892, 13, 13, 4706, 306, 925, 29871);
+    EXPECT_IDS(v,
+               "Translate English to French:\n\n        sea otter => loutre de mer\n        "
+               "peppermint => menthe poivr\xC3\xA9"
+               "e\n        plush girafe => girafe peluche\n"
+               "        cheese =>",
+               f, 1, 4103, 9632, 4223, 304, 5176, 29901, 13, 13, 4706, 7205, 4932, 357, 1149, 301,
+               449, 276, 316, 2778, 13, 4706, 1236, 407, 837, 524, 1149, 6042, 354, 772, 440, 29878,
+               1318, 13, 4706, 715, 1878, 330, 3055, 1725, 1149, 330, 3055, 1725, 4639, 28754, 13,
+               4706, 923, 968, 1149);
     rs_vocab_destroy(&v);
     return 0;
 }
@@ -213,7 +234,10 @@ static int test_llama2_vectors_vocab_only(void)
     return llama2_vectors("tokenizer/ggml-vocab-llama-spm.gguf");
 }
 
-static int test_llama2_vectors_model_file(void) { return llama2_vectors("llama-2-tiny-random.gguf"); }
+static int test_llama2_vectors_model_file(void)
+{
+    return llama2_vectors("llama-2-tiny-random.gguf");
+}
 
 static int test_control_tokens_parsed_only_on_request(void)
 {
@@ -317,7 +341,8 @@ static int lossless(const char *rel, int spm)
         size_t m = concat_pieces(v, ids, n, back);
         size_t skip = spm && len > 0 ? 1 : 0; /* the space SentencePiece prefixes */
         RS_CHECK_MSG(m == len + skip && memcmp(back + skip, text, len) == 0 &&
-                     (!skip || back[0] == ' '), "iteration %d: %zu bytes in, %zu out", it, len, m);
+                         (!skip || back[0] == ' '),
+                     "iteration %d: %zu bytes in, %zu out", it, len, m);
     }
     rs_vocab_destroy(&v);
     return 0;

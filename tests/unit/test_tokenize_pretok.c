@@ -46,18 +46,105 @@ static int split(const rs_pretok *p, const char *text, size_t len, struct words 
 
 /* Text pieces the random strings are drawn from: every class the regexes distinguish. */
 static const char *const ALPHABET[] = {
-    "a", "Z", "hello", "x", "7", "42", "0", ".", ",", "!", "?", "'", "-", "_", "\"", "$", "+", "<",
-    "=", ">", "^", "~", "|", "`", "(", ")", "/", "\\", "@", "#", " ", " ", " ", "  ", "\t", "\n",
-    "\r\n", "\r", "\v", "\f", "\xC2\x85", "\xC2\xA0", "\xE1\x9A\x80", "\xE2\x80\x80",
-    "\xE2\x80\x8A", "\xE2\x80\xA8", "\xE3\x80\x80", "\xE2\x80\x8B", "\xC3\xA9", "\xC3\x9F",
-    "\xD0\x96", "\xCE\xB1", "\xC7\x85", "\xE1\xBD\x97", "\xE4\xB8\xAD", "\xE8\xAA\x9E",
-    "\xED\x95\x9C", "\xE3\x82\xAB", "\xE3\x81\x81", "\xD9\xA3", "\xEF\xBC\x93", "\xC2\xB2",
-    "\xE2\x85\xAB", "\xCC\x81", "\xE0\xA4\x83", "\xE2\x82\xAC", "\xC2\xA9", "\xF0\x9F\x98\x80",
-    "\xF0\x9F\xA6\x99", "\xE2\x80\x8D", "'s", "'S", "'ll", "'LL", "'re", "'Ve", "'d", "'t", "'m",
-    "\xE2\x96\x81", "\xEF\xBC\x81", "\xEF\xBC\x8C", "\xE3\x80\x82", "\xE2\x80\xA6", "\xE3\x80\x81",
-    "\xE0\xA5\xA4", "\xDB\x94", "\xD8\x8C", "\xE2\x80\x98", "\xE2\x80\x9F", "\xC2\xB5",
-    "\xE2\x84\xAA", "\xC5\xBF", "\xE0\xA0\x80", "\xEA\xB0\x80", "\xE9\xBE\xA5", "\xEE\x80\x80",
-    "\xF0\x90\x90\x80", "\xF0\x9E\xA4\x80",
+    "a",
+    "Z",
+    "hello",
+    "x",
+    "7",
+    "42",
+    "0",
+    ".",
+    ",",
+    "!",
+    "?",
+    "'",
+    "-",
+    "_",
+    "\"",
+    "$",
+    "+",
+    "<",
+    "=",
+    ">",
+    "^",
+    "~",
+    "|",
+    "`",
+    "(",
+    ")",
+    "/",
+    "\\",
+    "@",
+    "#",
+    " ",
+    " ",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\r",
+    "\v",
+    "\f",
+    "\xC2\x85",
+    "\xC2\xA0",
+    "\xE1\x9A\x80",
+    "\xE2\x80\x80",
+    "\xE2\x80\x8A",
+    "\xE2\x80\xA8",
+    "\xE3\x80\x80",
+    "\xE2\x80\x8B",
+    "\xC3\xA9",
+    "\xC3\x9F",
+    "\xD0\x96",
+    "\xCE\xB1",
+    "\xC7\x85",
+    "\xE1\xBD\x97",
+    "\xE4\xB8\xAD",
+    "\xE8\xAA\x9E",
+    "\xED\x95\x9C",
+    "\xE3\x82\xAB",
+    "\xE3\x81\x81",
+    "\xD9\xA3",
+    "\xEF\xBC\x93",
+    "\xC2\xB2",
+    "\xE2\x85\xAB",
+    "\xCC\x81",
+    "\xE0\xA4\x83",
+    "\xE2\x82\xAC",
+    "\xC2\xA9",
+    "\xF0\x9F\x98\x80",
+    "\xF0\x9F\xA6\x99",
+    "\xE2\x80\x8D",
+    "'s",
+    "'S",
+    "'ll",
+    "'LL",
+    "'re",
+    "'Ve",
+    "'d",
+    "'t",
+    "'m",
+    "\xE2\x96\x81",
+    "\xEF\xBC\x81",
+    "\xEF\xBC\x8C",
+    "\xE3\x80\x82",
+    "\xE2\x80\xA6",
+    "\xE3\x80\x81",
+    "\xE0\xA5\xA4",
+    "\xDB\x94",
+    "\xD8\x8C",
+    "\xE2\x80\x98",
+    "\xE2\x80\x9F",
+    "\xC2\xB5",
+    "\xE2\x84\xAA",
+    "\xC5\xBF",
+    "\xE0\xA0\x80",
+    "\xEA\xB0\x80",
+    "\xE9\xBE\xA5",
+    "\xEE\x80\x80",
+    "\xF0\x90\x90\x80",
+    "\xF0\x9E\xA4\x80",
 };
 #define N_ALPHABET (sizeof(ALPHABET) / sizeof(ALPHABET[0]))
 
@@ -131,19 +218,53 @@ static int differential(const char *name, int iterations)
     return 0;
 }
 
-static int test_differential_gpt2(void) { return differential("gpt-2", 4000); }
-static int test_differential_llama3(void) { return differential("llama-bpe", 4000); }
-static int test_differential_qwen2(void) { return differential("qwen2", 4000); }
-static int test_differential_starcoder(void) { return differential("starcoder", 3000); }
-static int test_differential_default(void) { return differential("default", 3000); }
-static int test_differential_falcon(void) { return differential("falcon", 3000); }
-static int test_differential_deepseek_coder(void) { return differential("deepseek-coder", 3000); }
-static int test_differential_deepseek_llm(void) { return differential("deepseek-llm", 2000); }
-static int test_differential_deepseek_v3(void) { return differential("deepseek-v3", 2000); }
-static int test_differential_dbrx(void) { return differential("dbrx", 1000); }
-static int test_differential_viking(void) { return differential("viking", 1000); }
+static int test_differential_gpt2(void)
+{
+    return differential("gpt-2", 4000);
+}
+static int test_differential_llama3(void)
+{
+    return differential("llama-bpe", 4000);
+}
+static int test_differential_qwen2(void)
+{
+    return differential("qwen2", 4000);
+}
+static int test_differential_starcoder(void)
+{
+    return differential("starcoder", 3000);
+}
+static int test_differential_default(void)
+{
+    return differential("default", 3000);
+}
+static int test_differential_falcon(void)
+{
+    return differential("falcon", 3000);
+}
+static int test_differential_deepseek_coder(void)
+{
+    return differential("deepseek-coder", 3000);
+}
+static int test_differential_deepseek_llm(void)
+{
+    return differential("deepseek-llm", 2000);
+}
+static int test_differential_deepseek_v3(void)
+{
+    return differential("deepseek-v3", 2000);
+}
+static int test_differential_dbrx(void)
+{
+    return differential("dbrx", 1000);
+}
+static int test_differential_viking(void)
+{
+    return differential("viking", 1000);
+}
 
-/* Splits `text` with family `name` (both implementations) and compares to words separated by '|'. */
+/* Splits `text` with family `name` (both implementations) and compares to words separated by '|'.
+ */
 static int expect_split(const char *name, const char *text, const char *expected)
 {
     char err[256];
@@ -151,7 +272,8 @@ static int expect_split(const char *name, const char *text, const char *expected
     for (int pcre_only = 0; pcre_only <= 1; pcre_only++) {
         rs_pretok *p = NULL;
         RS_CHECK_MSG(rs_pretok_create(name, pcre_only ? RS_PRETOK_PCRE_ONLY : 0, &p, err,
-                                      sizeof(err)) == RS_OK, "%s", err);
+                                      sizeof(err)) == RS_OK,
+                     "%s", err);
         RS_CHECK(split(p, text, strlen(text), &w) == 0);
         rs_pretok_destroy(&p);
         char joined[1024];
@@ -214,8 +336,8 @@ static int test_words_concatenate_to_input(void)
 {
     static struct words w;
     char err[256], text[1024];
-    const char *names[] = {"gpt-2", "llama-bpe", "deepseek-llm", "deepseek-coder", "poro-chat",
-                           "tekken", "deepseek-v3"};
+    const char *names[] = {"gpt-2",     "llama-bpe", "deepseek-llm", "deepseek-coder",
+                           "poro-chat", "tekken",    "deepseek-v3"};
     for (size_t f = 0; f < sizeof(names) / sizeof(names[0]); f++) {
         rs_pretok *p = NULL;
         RS_CHECK_MSG(rs_pretok_create(names[f], 0, &p, err, sizeof(err)) == RS_OK, "%s", err);
@@ -288,12 +410,12 @@ static int test_unicode_known_classes(void)
     RS_CHECK(rs_unicode_flags(' ') == (RS_UNICODE_SEPARATOR | RS_UNICODE_WHITESPACE));
     RS_CHECK(rs_unicode_flags(0x85) == (RS_UNICODE_OTHER | RS_UNICODE_WHITESPACE));
     RS_CHECK(rs_unicode_flags(0x3000) == (RS_UNICODE_SEPARATOR | RS_UNICODE_WHITESPACE));
-    RS_CHECK(rs_unicode_flags(0x0663) == RS_UNICODE_NUMBER);  /* Arabic-Indic three */
-    RS_CHECK(rs_unicode_flags(0x216B) == RS_UNICODE_NUMBER);  /* Roman numeral twelve (Nl) */
+    RS_CHECK(rs_unicode_flags(0x0663) == RS_UNICODE_NUMBER); /* Arabic-Indic three */
+    RS_CHECK(rs_unicode_flags(0x216B) == RS_UNICODE_NUMBER); /* Roman numeral twelve (Nl) */
     RS_CHECK(rs_unicode_flags(0x0301) == RS_UNICODE_MARK);
     RS_CHECK(rs_unicode_flags(0x1F600) == RS_UNICODE_SYMBOL);
     RS_CHECK(rs_unicode_flags(0x4E2D) == RS_UNICODE_LETTER);
-    RS_CHECK(rs_unicode_flags(0x200B) == RS_UNICODE_OTHER);   /* zero width space is Cf */
+    RS_CHECK(rs_unicode_flags(0x200B) == RS_UNICODE_OTHER); /* zero width space is Cf */
     RS_CHECK(rs_unicode_flags(0x2581) == RS_UNICODE_SYMBOL);
     RS_CHECK(strcmp(rs_unicode_data_version, "14.0.0") == 0);
     return 0;
@@ -302,11 +424,16 @@ static int test_unicode_known_classes(void)
 static int test_utf8_maximal_subparts(void)
 {
     /* Each maximal ill-formed subpart becomes one U+FFFD (Unicode 14, table 3-8). */
-    const char in[] = "a\xF0\x80\x80" "b\xE2\x82" "c\xED\xA0\x80" "d\xF4\x90";
+    const char in[] = "a\xF0\x80\x80"
+                      "b\xE2\x82"
+                      "c\xED\xA0\x80"
+                      "d\xF4\x90";
     char out[3 * sizeof(in)];
     size_t n = rs_utf8_sanitize(in, sizeof(in) - 1, out);
-    const char want[] = "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD" "b\xEF\xBF\xBD"
-                        "c\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD" "d\xEF\xBF\xBD\xEF\xBF\xBD";
+    const char want[] = "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+                        "b\xEF\xBF\xBD"
+                        "c\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+                        "d\xEF\xBF\xBD\xEF\xBF\xBD";
     RS_CHECK(n == sizeof(want) - 1 && memcmp(out, want, n) == 0);
     RS_CHECK(rs_utf8_incomplete_tail("ab\xE2\x82", 4) == 2);
     RS_CHECK(rs_utf8_incomplete_tail("ab\xF0\x9F\x98", 5) == 3);

@@ -47,7 +47,8 @@ static const struct expect EXPECTED[] = {
     {"tokenizer/ggml-vocab-deepseek-coder.gguf", 32256, RS_VOCAB_BPE, 32013, 32014, -1, 32014,
      32014, 1, "deepseek-coder"},
     {"tokenizer/ggml-vocab-falcon.gguf", 65024, RS_VOCAB_BPE, 11, 11, -1, -1, 11, 0, "falcon"},
-    {"tokenizer/ggml-vocab-gpt-2.gguf", 50257, RS_VOCAB_BPE, 50256, 50256, -1, -1, 50256, 0, "gpt2"},
+    {"tokenizer/ggml-vocab-gpt-2.gguf", 50257, RS_VOCAB_BPE, 50256, 50256, -1, -1, 50256, 0,
+     "gpt2"},
     {"tokenizer/ggml-vocab-gpt-neox.gguf", 50432, RS_VOCAB_BPE, 0, 0, 0, -1, 0, 0, "default"},
     {"tokenizer/ggml-vocab-mpt.gguf", 50432, RS_VOCAB_BPE, 0, 0, 0, -1, 0, 0, "gpt2"},
     {"stories260K.gguf", 512, RS_VOCAB_SPM, 1, 2, 0, -1, -1, 1, ""},
@@ -115,15 +116,15 @@ static int test_pieces_and_types(void)
 /* --- synthetic vocabs through the GGUF writer ---------------------------------------- */
 
 struct synth {
-    const char *model;     /* tokenizer.ggml.model, NULL: absent */
-    const char *pre;       /* NULL: absent */
-    const char **tokens;   /* NULL: absent */
+    const char *model;   /* tokenizer.ggml.model, NULL: absent */
+    const char *pre;     /* NULL: absent */
+    const char **tokens; /* NULL: absent */
     size_t n;
-    const int32_t *types;  /* NULL: absent */
-    size_t n_scores;       /* 0: absent */
-    const char **merges;   /* NULL: absent */
+    const int32_t *types; /* NULL: absent */
+    size_t n_scores;      /* 0: absent */
+    const char **merges;  /* NULL: absent */
     size_t n_merges;
-    int64_t bos;           /* -1: absent */
+    int64_t bos; /* -1: absent */
 };
 
 static rs_err load_synth(const struct synth *s, rs_vocab **v, char *err, size_t err_len)
@@ -185,7 +186,8 @@ static int test_missing_or_malformed_keys_are_clear_errors(void)
 
 static int test_gpt2_vocab_with_merges(void)
 {
-    const char *toks[] = {"a", "b", "c", "ab", "abc", "\xC4\xA0", "\xC4\xA0\x61\x62\x63", "<|endoftext|>"};
+    const char *toks[] = {
+        "a", "b", "c", "ab", "abc", "\xC4\xA0", "\xC4\xA0\x61\x62\x63", "<|endoftext|>"};
     const int32_t types[] = {1, 1, 1, 1, 1, 1, 1, 3};
     const char *merges[] = {"a b", "ab c", "\xC4\xA0 abc", "x y"};
     char err[1024];
@@ -200,7 +202,8 @@ static int test_gpt2_vocab_with_merges(void)
     RS_CHECK(rs_tokenizer_encode(t, "abc abcb", 8, 0, ids, 16, &n) == RS_OK);
     RS_CHECK(n == 3 && ids[0] == 4 && ids[1] == 6 && ids[2] == 1);
     RS_CHECK(rs_tokenizer_encode(t, "<|endoftext|>", 13, RS_TOKENIZE_PARSE_SPECIAL, ids, 16, &n) ==
-             RS_OK && n == 1 && ids[0] == 7);
+                 RS_OK &&
+             n == 1 && ids[0] == 7);
     rs_tokenizer_destroy(&t);
     rs_vocab_destroy(&v);
     return 0;
