@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -180,6 +181,11 @@ rs_err pool_create(int n_threads, unsigned barrier_spin_us, unsigned idle_spin_u
     p->n = n_threads;
     p->barrier_spin_ns = (uint64_t)barrier_spin_us * 1000;
     p->idle_spin_ns = (uint64_t)idle_spin_us * 1000;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && n_threads > CPU_COUNT(&set)) {
+        /* More threads than CPUs: a spinner would burn the slice its peer needs. */
+        p->barrier_spin_ns = p->idle_spin_ns = 0;
+    }
     for (int t = 1; t < n_threads; t++) {
         int rc = start_worker(p, t);
         if (rc != 0) {

@@ -24,7 +24,8 @@ typedef void (*pool_fn)(void *arg, int tid, int n_threads);
  * thread 0). barrier_spin_us: how long a thread waiting at a barrier spins
  * before sleeping on the futex (0: sleep at once). idle_spin_us: the same for
  * workers waiting for the next pool_run (0, the default elsewhere, means no
- * busy waiting between steps). *out owns the pool: pool_destroy it.
+ * busy waiting between steps). Both spins are dropped when n_threads exceeds
+ * the CPUs in the affinity mask. *out owns the pool: pool_destroy it.
  * Returns RS_ENOMEM or RS_EIO (thread creation failed) on failure.
  */
 rs_err pool_create(int n_threads, unsigned barrier_spin_us, unsigned idle_spin_us,
