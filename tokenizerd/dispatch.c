@@ -22,6 +22,25 @@ void tokd_send(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer)
                      rs_strerror(rc));
 }
 
+/*
+ * Refusals are the client's mistakes, not ours: one info line a second at
+ * most (with a count of the quiet ones), so a misbehaving client cannot
+ * flood the log; the metrics count every one.
+ */
+static void refusal_log(const char *id, enum rs_wire_code code, const char *msg)
+{
+    static uint64_t last_ns, quiet;
+    uint64_t now = rs_clock_ns();
+    if (last_ns != 0 && now - last_ns < 1000000000ull) {
+        quiet++;
+        return;
+    }
+    rs_log_info("refused request '%s': %s: %s (%llu more refusals not logged before this)", id,
+                rs_wire_code_name(code), msg, (unsigned long long)quiet);
+    last_ns = now;
+    quiet = 0;
+}
+
 void tokd_reply_error(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
                       const char *id, enum rs_wire_code code, const char *fmt, ...)
 {
@@ -30,7 +49,10 @@ void tokd_reply_error(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer
     va_start(ap, fmt);
     vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
     va_end(ap);
-    rs_log_info("refused request '%s': %s: %s", id, rs_wire_code_name(code), err.msg);
+    if (code != RS_WIRE_OVERLOADED) /* counted on its own */
+        rs_counter_add(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].counter[RS_M_TOK_REJECTED],
+                       1);
+    refusal_log(id, code, err.msg);
     if (rs_wire_error_reply(id, &err, &t->out) == RS_OK)
         tokd_send(t, sock, peer);
     else
@@ -56,8 +78,6 @@ static rs_err handle(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
     rs_counter_add(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].counter[RS_M_TOK_RECEIVED], 1);
     if (rs_wire_client_decode(zmq_msg_data((zmq_msg_t *)body), zmq_msg_size((zmq_msg_t *)body),
                               &m, &err) != RS_OK) {
-        rs_counter_add(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].counter[RS_M_TOK_REJECTED],
-                       1);
         tokd_reply_error(t, sock, peer, m.id, err.code, "%s", err.msg);
         return RS_OK;
     }

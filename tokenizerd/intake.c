@@ -163,7 +163,6 @@ static void answer_duplicate(struct tokd *t, rs_zsock *sock, const struct rs_zso
 {
     const struct rs_pipe_req *r = rs_pipe_req_at(t->p, ref.index);
     if (r->intake_hash != hash) {
-        metric(t, RS_M_TOK_REJECTED, 1);
         tokd_reply_error(t, sock, peer, m->id, RS_WIRE_DUPLICATE, "request id '%s' is in "
                          "flight with different content (handle %llu)", m->id,
                          (unsigned long long)r->handle);
@@ -191,7 +190,6 @@ static int check_client(struct tokd *t, rs_zsock *sock, const struct rs_zsock_pe
         tokd_reply_error(t, sock, peer, m->id, err.code, "%s", err.msg);
     else
         return 0;
-    metric(t, RS_M_TOK_REJECTED, 1);
     return 1;
 }
 
@@ -214,10 +212,8 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
         return RS_OK;
     }
     uint32_t n_prompt = n_ids;
-    if ((g->has & RS_WIRE_GEN_PROMPT) && tokenize_prompt(t, sock, peer, m, &n_prompt)) {
-        metric(t, RS_M_TOK_REJECTED, 1);
+    if ((g->has & RS_WIRE_GEN_PROMPT) && tokenize_prompt(t, sock, peer, m, &n_prompt))
         return RS_OK;
-    }
     void *rec;
     rs_err rc = rs_table_claim(p->requests, &ref, &rec);
     if (rc == RS_EFULL) {
