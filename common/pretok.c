@@ -28,35 +28,39 @@
 
 struct step_def {
     const char *pattern;
-    uint32_t options; /* extra pcre2_compile options */
-    pretok_match_fn hand;
+    uint32_t options;     /* extra pcre2_compile options */
+    pretok_match_fn hand; /* hand-written matcher, tried at each start position */
+    pretok_find_fn find;  /* or a hand-written leftmost-match search */
 };
 
 static const struct step_def STEP_GPT2 = {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS
                                           "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])",
-                                          0, pretok_match_gpt2};
+                                          0, pretok_match_gpt2, NULL};
 #define LLAMA3_HEAD                                                                                \
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
 #define LLAMA3_TAIL                                                                                \
     "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
 static const struct step_def STEP_LLAMA3 = {LLAMA3_HEAD "\\p{N}{1,3}" LLAMA3_TAIL, 0,
-                                            pretok_match_llama3};
-static const struct step_def STEP_QWEN2 = {LLAMA3_HEAD "\\p{N}" LLAMA3_TAIL, 0, pretok_match_qwen2};
-static const struct step_def STEP_DIGIT = {"\\p{N}", 0, pretok_match_digit};
-static const struct step_def STEP_DIGITS = {"\\p{N}+", 0, pretok_match_digits};
-static const struct step_def STEP_DIGITS13 = {"\\p{N}{1,3}", 0, pretok_match_digits13};
-static const struct step_def STEP_ASCII_DIGIT3 = {"[0-9][0-9][0-9]", 0, pretok_match_ascii_digit3};
+                                            pretok_match_llama3, NULL};
+static const struct step_def STEP_QWEN2 = {LLAMA3_HEAD "\\p{N}" LLAMA3_TAIL, 0, pretok_match_qwen2,
+                                           NULL};
+static const struct step_def STEP_DIGIT = {"\\p{N}", 0, pretok_match_digit, NULL};
+static const struct step_def STEP_DIGITS = {"\\p{N}+", 0, pretok_match_digits, NULL};
+static const struct step_def STEP_DIGITS13 = {"\\p{N}{1,3}", 0, pretok_match_digits13, NULL};
+static const struct step_def STEP_ASCII_DIGIT3 = {"[0-9][0-9][0-9]", 0, pretok_match_ascii_digit3,
+                                                  NULL};
 static const struct step_def STEP_PUNCT_DEFAULT = {"[\\p{P}\\$\\+<=>\\^~\\|]+", 0,
-                                                   pretok_match_punct_default};
+                                                   pretok_match_punct_default, NULL};
 static const struct step_def STEP_PUNCT_FALCON = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", 0,
-                                                  pretok_match_punct_falcon};
-static const struct step_def STEP_NEWLINE = {"[\\r\\n]", 0, pretok_match_newline};
-static const struct step_def STEP_WS_LETTERS = {"[" WS "]?\\p{L}+", 0, pretok_match_ws_letters};
-static const struct step_def STEP_WS_PUNCT = {"[" WS "]?\\p{P}+", 0, pretok_match_ws_punct};
+                                                  pretok_match_punct_falcon, NULL};
+static const struct step_def STEP_NEWLINE = {"[\\r\\n]", 0, pretok_match_newline, NULL};
+static const struct step_def STEP_WS_LETTERS = {"[" WS "]?\\p{L}+", 0, pretok_match_ws_letters,
+                                                NULL};
+static const struct step_def STEP_WS_PUNCT = {"[" WS "]?\\p{P}+", 0, pretok_match_ws_punct, NULL};
 static const struct step_def STEP_CJK = {
-    "[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", 0, pretok_match_cjk};
+    "[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", 0, pretok_match_cjk, NULL};
 static const struct step_def STEP_CJK_KANA = {
-    "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", 0, pretok_match_cjk_kana};
+    "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+", 0, pretok_match_cjk_kana, NULL};
 /* deepseek-llm: cased letters of many scripts, then ASCII/fullwidth punctuation. */
 static const struct step_def STEP_DSL_LETTERS = {
     "[" WS "]?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}"
@@ -76,26 +80,28 @@ static const struct step_def STEP_DSL_LETTERS = {
     "\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}"
     "\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}"
     "\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+",
-    0, NULL};
+    0, NULL, NULL};
 static const struct step_def STEP_DSL_PUNCT = {
     "[" WS
     "]?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
-    0, NULL};
-static const struct step_def STEP_WS_AT_END = {"[" WS "]+$", PCRE2_DOLLAR_ENDONLY, NULL};
+    0, NULL, NULL};
+static const struct step_def STEP_WS_AT_END = {"[" WS "]+$", PCRE2_DOLLAR_ENDONLY, NULL,
+                                               pretok_find_ws_at_end};
 static const struct step_def STEP_DS3_MAIN = {
     "[!\"#$%&'()*+,\\-./"
     ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
     "| ?[\\p{P}\\p{S}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+",
-    0, NULL};
+    0, NULL, NULL};
 static const struct step_def STEP_PORO = {
-    " ?[^(" WS "|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{0964}\\x{06D4}\\x{060C})]+", 0, NULL};
+    " ?[^(" WS "|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{0964}\\x{06D4}\\x{060C})]+", 0, NULL,
+    NULL};
 /* tekken: Hugging Face's original pattern (PCRE2 has the letter subcategories). */
 static const struct step_def STEP_TEKKEN = {
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
     "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
     "|\\p{N}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS
     "]+",
-    0, NULL};
+    0, NULL, NULL};
 
 struct family_def {
     const char *family;
@@ -151,6 +157,7 @@ struct rs_pretok {
     size_t n_steps;
     pcre2_code *code[MAX_STEPS]; /* NULL where the hand matcher runs */
     pretok_match_fn hand[MAX_STEPS];
+    pretok_find_fn find[MAX_STEPS];
 };
 
 struct rs_pretok_state {
@@ -228,8 +235,9 @@ rs_err rs_pretok_create(const char *name, unsigned flags, rs_pretok **out, char 
     p->fam = fam;
     for (size_t i = 0; fam->steps[i] != NULL; i++, p->n_steps++) {
         const struct step_def *sd = fam->steps[i];
-        if (sd->hand != NULL && !(flags & RS_PRETOK_PCRE_ONLY)) {
+        if ((sd->hand != NULL || sd->find != NULL) && !(flags & RS_PRETOK_PCRE_ONLY)) {
             p->hand[i] = sd->hand;
+            p->find[i] = sd->find;
             continue;
         }
         rs_err rc = compile_step(sd, &p->code[i]);
@@ -269,7 +277,7 @@ size_t rs_pretok_n_steps(const rs_pretok *p)
 
 int rs_pretok_step_is_hand(const rs_pretok *p, size_t i)
 {
-    return i < p->n_steps && p->hand[i] != NULL;
+    return i < p->n_steps && (p->hand[i] != NULL || p->find[i] != NULL);
 }
 
 rs_err rs_pretok_state_create(const rs_pretok *p, rs_pretok_state **out)
@@ -321,6 +329,8 @@ static inline size_t char_len(const uint8_t *s, size_t i)
 static int find_match(struct split_ctx *c, size_t k, const uint8_t *s, size_t n, size_t pos,
                       size_t *ms, size_t *me)
 {
+    if (c->p->find[k] != NULL)
+        return c->p->find[k](s, pos, n, ms, me);
     pretok_match_fn hand = c->p->hand[k];
     if (hand != NULL) {
         for (size_t i = pos; i < n; i += char_len(s, i))

@@ -18,6 +18,14 @@
  */
 typedef int (*pretok_match_fn)(const uint8_t *s, size_t i, size_t end, size_t *mend);
 
+/*
+ * Finds the leftmost match at or after pos in s[0..end): 1 with [*ms, *me),
+ * or 0. For steps where trying each start position would be quadratic.
+ */
+typedef int (*pretok_find_fn)(const uint8_t *s, size_t pos, size_t end, size_t *ms, size_t *me);
+
+int pretok_find_ws_at_end(const uint8_t *s, size_t pos, size_t end, size_t *ms, size_t *me);
+
 int pretok_match_gpt2(const uint8_t *s, size_t i, size_t end, size_t *mend);
 int pretok_match_llama3(const uint8_t *s, size_t i, size_t end, size_t *mend);
 int pretok_match_qwen2(const uint8_t *s, size_t i, size_t end, size_t *mend);

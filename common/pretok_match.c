@@ -359,3 +359,27 @@ int pretok_match_cjk_kana(const uint8_t *s, size_t i, size_t end, size_t *mend)
 {
     return match_run(s, i, end, mend, CS_CJK_KANA, RUN_ANY);
 }
+
+/*
+ * \s+$ (with $ only at the very end): the whitespace run that ends the text.
+ * Tried at every start, a long run followed by other text costs O(run^2) in
+ * a backtracking engine; scanning back from the end finds it in O(run).
+ */
+int pretok_find_ws_at_end(const uint8_t *s, size_t pos, size_t end, size_t *ms, size_t *me)
+{
+    size_t j = end;
+    while (j > pos) {
+        size_t p = j - 1;
+        while (p > pos && (s[p] & 0xC0) == 0x80)
+            p--; /* back to the lead byte of the previous character */
+        unsigned n;
+        if (!is_ws(cp_at(s, p, &n)))
+            break;
+        j = p;
+    }
+    if (j == end)
+        return 0;
+    *ms = j;
+    *me = end;
+    return 1;
+}

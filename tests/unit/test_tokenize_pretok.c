@@ -318,6 +318,27 @@ static int test_multi_step_known_splits(void)
     return 0;
 }
 
+/* deepseek-llm's \s+$ step: found by scanning back from the end, so a long run of spaces
+ * that does not end the text is not retried from every start (quadratic in PCRE2). */
+static int test_whitespace_at_end_step(void)
+{
+    RS_CHECK(expect_split("deepseek-llm", "ab \t\xC2\xA0 ", "ab| \t\xC2\xA0 ") == 0);
+    RS_CHECK(expect_split("deepseek-llm", "ab  .", "ab| | .") == 0);
+    size_t n = 200000;
+    char *text = malloc(n + 2);
+    memset(text, ' ', n);
+    memcpy(text + n, "1", 2);
+    char err[256];
+    rs_pretok *p = NULL;
+    static struct words w;
+    RS_CHECK_MSG(rs_pretok_create("deepseek-llm", 0, &p, err, sizeof(err)) == RS_OK, "%s", err);
+    RS_CHECK(split(p, text, n + 1, &w) == 0);
+    RS_CHECK(w.n == 2 && w.len[0] == n && w.len[1] == 1);
+    rs_pretok_destroy(&p);
+    free(text);
+    return 0;
+}
+
 static int test_invalid_utf8_is_its_own_word(void)
 {
     static struct words w;
@@ -459,6 +480,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_gpt2_known_splits),
     RS_TEST(test_llama3_known_splits),
     RS_TEST(test_multi_step_known_splits),
+    RS_TEST(test_whitespace_at_end_step),
     RS_TEST(test_invalid_utf8_is_its_own_word),
     RS_TEST(test_words_concatenate_to_input),
     RS_TEST(test_unknown_name_is_a_clear_error),
