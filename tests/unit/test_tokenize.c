@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "common/tokenizer.h"
 #include "common/vocab.h"
@@ -394,6 +395,58 @@ static int test_word_cache_keeps_results_llama_spm(void)
     return cache_consistency("tokenizer/ggml-vocab-llama-spm.gguf");
 }
 
+/* Runs `ringserve-tokenize ARGS < input`; returns its exit status, stdout in out. */
+static int run_tool(const char *args, const char *input, size_t in_len, char *out, size_t cap,
+                    size_t *out_len)
+{
+    char in_path[512], cmd[2048];
+    snprintf(in_path, sizeof(in_path), "%s/tool-input", rs_test_tmpdir());
+    FILE *f = fopen(in_path, "wb");
+    if (f == NULL || fwrite(input, 1, in_len, f) != in_len) {
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "'%s/ringserve-tokenize' %s < '%s' 2>/dev/null", rs_test_bindir(),
+             args, in_path);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return -1;
+    *out_len = fread(out, 1, cap, p);
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int test_tool_encodes_decodes_and_rejects_bad_input(void)
+{
+    char vocab[1024], args[1400], out[4096];
+    size_t n;
+    if (rs_test_refdata("tokenizer/ggml-vocab-llama-spm.gguf", vocab, sizeof(vocab)) == NULL)
+        return RS_TEST_SKIP;
+    snprintf(args, sizeof(args), "-m '%s'", vocab);
+    RS_CHECK(run_tool(args, "Hello world", 11, out, sizeof(out), &n) == 0);
+    RS_CHECK(n == 11 && memcmp(out, "15043 3186\n", 11) == 0);
+    snprintf(args, sizeof(args), "-m '%s' --bos", vocab);
+    RS_CHECK(run_tool(args, "Hello world", 11, out, sizeof(out), &n) == 0);
+    RS_CHECK(n == 13 && memcmp(out, "1 15043 3186\n", 13) == 0);
+    snprintf(args, sizeof(args), "-m '%s' --decode", vocab);
+    RS_CHECK(run_tool(args, "1 15043 3186\n", 13, out, sizeof(out), &n) == 0);
+    RS_CHECK(n == 11 && memcmp(out, "Hello world", 11) == 0);
+    /* invalid UTF-8: encoded as byte tokens, warned about, never a crash */
+    snprintf(args, sizeof(args), "-m '%s'", vocab);
+    RS_CHECK(run_tool(args, "a\xFF", 2, out, sizeof(out), &n) == 0);
+    RS_CHECK(n == 8 && memcmp(out, "263 258\n", 8) == 0); /* U+2581 "a", then <0xFF> */
+    snprintf(args, sizeof(args), "-m '%s' --decode", vocab);
+    RS_CHECK(run_tool(args, "1 32000", 7, out, sizeof(out), &n) == 1); /* id out of range */
+    RS_CHECK(run_tool(args, "1 x", 3, out, sizeof(out), &n) == 1);
+    RS_CHECK(run_tool("", "", 0, out, sizeof(out), &n) == 2); /* no -m */
+    RS_CHECK(run_tool("-m /nonexistent.gguf", "", 0, out, sizeof(out), &n) == 1);
+    snprintf(args, sizeof(args), "-m '%s' --bogus", vocab);
+    RS_CHECK(run_tool(args, "", 0, out, sizeof(out), &n) == 2);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_vectors_llama_spm),
     RS_TEST(test_vectors_phi3),
@@ -411,5 +464,6 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_invalid_utf8_is_lossless_llama_spm),
     RS_TEST(test_word_cache_keeps_results_gpt2),
     RS_TEST(test_word_cache_keeps_results_llama_spm),
+    RS_TEST(test_tool_encodes_decodes_and_rejects_bad_input),
 };
 RS_TEST_MAIN(cases)
