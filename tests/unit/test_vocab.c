@@ -277,6 +277,37 @@ static int test_byte_only_vocab_encodes_every_byte(void)
     return 0;
 }
 
+/* The file ringserve-mkmodel itself writes (its byte-level vocab, --vocab-only). */
+static int test_reads_mkmodel_byte_vocab(void)
+{
+    char path[512], cmd[1024], err[512];
+    snprintf(path, sizeof(path), "%s/mkmodel-vocab.gguf", rs_test_tmpdir());
+    snprintf(cmd, sizeof(cmd),
+             "'%s/ringserve-mkmodel' -o '%s' --dim 64 --layers 1 --heads 1 --ffn 64 --vocab 300 "
+             "--vocab-only >/dev/null 2>&1",
+             rs_test_bindir(), path);
+    RS_CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
+    rs_vocab *v = NULL;
+    RS_CHECK_MSG(rs_vocab_load_file(path, &v, err, sizeof(err)) == RS_OK, "%s", err);
+    unlink(path);
+    RS_CHECK(rs_vocab_n_tokens(v) == 300 && rs_vocab_bos(v) == 256 && rs_vocab_eos(v) == 257);
+    RS_CHECK(rs_vocab_token_type(v, 299) == RS_TOKEN_UNUSED && !rs_vocab_is_eog(v, 299));
+    const char text[] = "Hi \xC3\xA9\n";
+    int32_t ids[32];
+    size_t n, len;
+    char out[64];
+    rs_tokenizer *t = NULL;
+    RS_CHECK(rs_tokenizer_create(v, &t) == RS_OK);
+    RS_CHECK(rs_tokenizer_encode(t, text, sizeof(text) - 1, RS_TOKENIZE_ADD_SPECIAL, ids, 32, &n) ==
+             RS_OK);
+    RS_CHECK(n == 1 + 3 + 2 + 3 + 2 + 1 && ids[0] == 256 && ids[4] == 'H' && ids[5] == 'i');
+    RS_CHECK(rs_detok_decode(v, ids, n, 0, out, sizeof(out), &len) == RS_OK);
+    RS_CHECK(len == sizeof(text) - 1 && memcmp(out, text, len) == 0);
+    rs_tokenizer_destroy(&t);
+    rs_vocab_destroy(&v);
+    return 0;
+}
+
 /* --- threads -------------------------------------------------------------------------- */
 
 struct thread_job {
@@ -332,6 +363,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_missing_or_malformed_keys_are_clear_errors),
     RS_TEST(test_gpt2_vocab_with_merges),
     RS_TEST(test_byte_only_vocab_encodes_every_byte),
+    RS_TEST(test_reads_mkmodel_byte_vocab),
     RS_TEST(test_one_vocab_shared_by_threads),
 };
 RS_TEST_MAIN(cases)
