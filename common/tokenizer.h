@@ -11,7 +11,8 @@
  * vocabs byte-fall-back each byte of an ill-formed sequence (<unk> when the
  * vocab has no byte tokens), byte-level vocabs pass each maximal invalid run
  * to BPE as a word of its own; a byte no token covers becomes <unk>, or is
- * dropped when there is none. Never fails on any input bytes.
+ * dropped when there is none. No input bytes make it fail; only a lack of
+ * memory can (or PCRE2's match limit, for the families that use PCRE2).
  */
 #ifndef RS_TOKENIZER_H
 #define RS_TOKENIZER_H
