@@ -452,7 +452,8 @@ static inline int rs_pipe_finish_set(struct rs_pipe_req *r, uint32_t word)
  * launcherd only: stores the logprobs of output token k of request `ref`
  * (sample result r; the record's N = sampling.n_logprobs > 0) as entry k of
  * its logprob list. Call before appending the token (see "logprobs"). k = 0
- * restarts the list; an entry k already there is kept (a redone step).
+ * restarts the list (so a redone k = 0 is written again, with the same
+ * values); an entry k > 0 already there is kept (a redone step).
  * Returns RS_OK; RS_EINVAL (the request asked for none); RS_ENOMEM when the
  * region is full even after reclaiming freed records' chunks; RS_ESTALE
  * (record freed, or this incarnation fenced); RS_EIO when the list holds
