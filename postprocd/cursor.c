@@ -13,6 +13,7 @@
 #include "common/detok.h"
 #include "common/log.h"
 #include "common/stopstr.h"
+#include "ipc/failpoint.h"
 #include "postprocd/postd.h"
 
 void postd_cursor_start(const struct postd *d, struct rs_pipe_cursor *c, int32_t prev_token)
@@ -89,6 +90,7 @@ void postd_cursor_publish(struct rs_pipe_req *r, const struct rs_pipe_cursor *c)
 {
     uint32_t idx = atomic_load_explicit(&r->cursor_idx, memory_order_relaxed) & 1u;
     r->cursor[idx ^ 1u] = *c;
+    RS_FAILPOINT("postprocd.cursor_copied"); /* crash test: spare written, not yet current */
     /* P1: the spare copy is complete before it becomes current (readers: rs_pipe_cursor_cur). */
     atomic_store_explicit(&r->cursor_idx, idx ^ 1u, memory_order_release);
 }

@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/failpoint.h"
 #include "postprocd/postd.h"
 
 #define US(ns) ((ns) / 1000u)
@@ -219,6 +220,7 @@ rs_err postd_send_final(struct postd *d, struct rs_table_ref ref, struct rs_pipe
                     : postd_walk(d, ref, r, next.n_done, 0, 1, now);
     if (rc != RS_OK)
         return rc;
+    RS_FAILPOINT("postprocd.final_sent"); /* crash test: the final is out, final_sent is not */
     next.final_sent = 1;
     postd_cursor_publish(r, &next);
     final_metrics(d, r, next.n_done);

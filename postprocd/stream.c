@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/failpoint.h"
 #include "postprocd/postd.h"
 
 #define READ_BATCH 256u
@@ -115,6 +116,7 @@ static rs_err step(struct postd *d, struct rs_table_ref ref, struct rs_pipe_req 
         fail_request(d, ref, r, rc);
         return rc;
     }
+    RS_FAILPOINT("postprocd.delta_sent"); /* crash test: the delta is out, the cursor is not */
     postd_cursor_publish(r, &next);
     *c = next;
     if (matched) {
