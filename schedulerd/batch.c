@@ -64,6 +64,7 @@ static uint32_t write_batch(struct sched *s, struct rs_pipe_batch *b, uint32_t *
     if (n < s->n_plan && n > 0) /* the token array starts right after the kept sequences */
         memmove(seqs + n, tok, off * sizeof(int32_t));
     *n_tokens = off;
+    s->n_flight = n;
     return n;
 }
 
@@ -108,11 +109,12 @@ static int commit(struct sched *s, struct rs_ring_wr *w, struct rs_pipe_batch *b
             return sched_fence(s);
         rs_log_error("batch %llu: commit failed (%s)", (unsigned long long)id, rs_strerror(rc));
         rs_ring_abort(s->p->batches, w);
-        rebuild_clear_flight(s);
+        result_clear_flight(s);
         return 0;
     }
     s->inflight_id = id;
     s->inflight_ns = b->planned_ns;
+    s->inflight_guess = 0;
     count_tokens(s, b);
     rs_log_req(RS_LOG_DEBUG, RS_LOG_NOID, id, "batch: %u seqs, %u tokens, planned in %llu ns",
                s->n_flight, n_tokens, (unsigned long long)plan_ns);

@@ -122,6 +122,7 @@ static void rebuild_flight(struct sched *s)
 {
     uint64_t next = atomic_load_explicit(&s->p->shared->next_batch, memory_order_acquire);
     s->inflight_id = next > 1 ? next - 1 : 0;
+    s->inflight_guess = 1;
     s->inflight_ns = rs_clock_ns();
     s->n_flight = 0;
     for (uint32_t i = 0; i < s->n_run; i++) {

@@ -53,7 +53,7 @@ static void apply_row(struct sched *s, const struct rs_pipe_result *res,
     sr->in_batch = 0;
 }
 
-void rebuild_clear_flight(struct sched *s)
+void result_clear_flight(struct sched *s)
 {
     for (uint32_t i = 0; i < s->n_flight; i++) {
         uint32_t idx = s->flight[i];
@@ -69,6 +69,7 @@ void rebuild_clear_flight(struct sched *s)
     }
     s->n_flight = 0;
     s->inflight_id = 0;
+    s->inflight_guess = 0;
 }
 
 /* After the rows: ends what has a finish word, then the batch is no longer in flight. */
@@ -84,7 +85,7 @@ static int finish_flight(struct sched *s)
         if (w != 0 && req_finish(s, idx, 0) == RS_ESTALE && s->fenced)
             return RS_ESTALE;
     }
-    rebuild_clear_flight(s);
+    result_clear_flight(s);
     return 0;
 }
 
@@ -155,9 +156,12 @@ int result_poll(struct sched *s)
             break;
     }
     if (s->inflight_id != 0 && drained) {
-        rs_log_warn("batch %llu left the ring without an answer: replanning its requests",
-                    (unsigned long long)s->inflight_id);
-        rebuild_clear_flight(s);
+        if (s->inflight_guess) /* answered and applied before the restart, or never committed */
+            rs_log_info("batch %llu is not in flight after all", (unsigned long long)s->inflight_id);
+        else
+            rs_log_warn("batch %llu left the ring without an answer: replanning its requests",
+                        (unsigned long long)s->inflight_id);
+        result_clear_flight(s);
     }
     return applied;
 }

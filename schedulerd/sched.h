@@ -155,6 +155,7 @@ struct sched {
     uint32_t n_flight;
     uint64_t inflight_id;        /* batch committed and not yet answered, 0 = none */
     uint64_t inflight_ns;        /* its commit time */
+    int inflight_guess;          /* inflight_id is rebuild's guess (the last id allocated) */
     uint32_t kv_inc;             /* == shared->kv_launcher_inc */
     int fenced;                  /* a newer schedulerd took over: write nothing more */
     uint64_t last_rescan_ns;
@@ -304,12 +305,13 @@ int batch_step(struct sched *s);
  */
 int result_poll(struct sched *s);
 
+/* Forgets the batch in flight: records' inflight_batch, the mirrors' in_batch (lists refreshed). */
+void result_clear_flight(struct sched *s);
+
 /* rebuild.c -------------------------------------------------------------------------------- */
 
 /* Rebuilds every private index from shared memory (see rebuild.c). RS_OK or RS_ESTALE. */
 rs_err rebuild_all(struct sched *s);
 
-/* Clears the in-flight state: records' inflight_batch and the mirrors' in_batch. */
-void rebuild_clear_flight(struct sched *s);
 
 #endif

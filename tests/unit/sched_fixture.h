@@ -395,7 +395,8 @@ static inline int sfx_reap(struct sfx *f)
         q->n_out = len - q->n_prompt;
         q->n_cached = r->n_cached;
         q->n_preempted = r->n_preempted;
-        int bad = q->reason == RS_WIRE_FINISH_LENGTH && q->n_out != q->max_tokens;
+        int bad = q->reason == RS_WIRE_FINISH_LENGTH && q->n_out != q->max_tokens &&
+                  len != f->cfg.n_ctx;
         for (uint32_t k = 0; !bad && k < q->n_out; k++)
             bad = list[q->n_prompt + k] != sfx_token(f, q->handle, k);
         free(list);

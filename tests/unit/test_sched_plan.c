@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * schedulerd's planner in process over a real segment: this test plays
+ * tokenizerd, launcherd (tokens at no cost, every batch checked against the
+ * lists, block tables and a simulated K/V cache) and postprocd (outputs
+ * checked, records freed), and calls the scheduler's pass directly. Covers
+ * prefill then decode, the per-step budgets, chunked prefill mixed with
+ * decodes, preemption order under FCFS and priority, prefix-cache hits (also
+ * between running requests), cancels, a launcher restart and the context end.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedulerd/sched.h"
+#include "tests/unit/sched_fixture.h"
+
+struct px {
+    struct sfx f;
+    struct rs_pipe *sp;
+    struct sched *s;
+};
+
+static int px_open(struct px *x, struct rs_pipe_config *c)
+{
+    char err[256];
+    memset(x, 0, sizeof(*x));
+    if (sfx_open(&x->f, c) != 0)
+        return 1;
+    if (rs_pipe_open(&x->f.cfg, RS_PIPE_STAGE_SCHEDULERD, &x->sp, err, sizeof(err)) != RS_OK) {
+        fprintf(stderr, "open: %s\n", err);
+        return 1;
+    }
+    if (sched_create(x->sp, NULL, &x->s) != RS_OK || rs_role_ready(x->sp->role) != RS_OK)
+        return 1;
+    return 0;
+}
+
+static void px_close(struct px *x)
+{
+    sched_destroy(&x->s);
+    rs_pipe_close(&x->sp);
+    sfx_close(&x->f);
+}
+
+/* One scheduler pass, then the audit and the pool's own invariants. */
+static int px_work(struct px *x)
+{
+    if (sched_work(x->s, 1) < 0 || kv_block_check(&x->s->kv) != RS_OK)
+        return -1;
+    return sfx_audit(&x->f);
+}
+
+/* Pass, take the batch (1) or find none (0); -1 on a failed check. */
+static int px_plan(struct px *x, struct sfx_batch *bt)
+{
+    if (px_work(x) != 0)
+        return -1;
+    return sfx_take(&x->f, bt);
+}
+
+/* Runs steps until nothing is left; returns the steps run or -1. */
+static int px_run(struct px *x, int max_steps)
+{
+    struct sfx_batch bt;
+    for (int step = 0; step < max_steps; step++) {
+        int got = px_plan(x, &bt);
+        if (got < 0 || sfx_reap(&x->f) < 0)
+            return -1;
+        if (got == 0)
+            return x->s->n_run == 0 && x->s->n_heap == 0 ? step : -1;
+        if (sfx_answer(&x->f, &bt) != 0)
+            return -1;
+    }
+    return -1;
+}
+
+static int submit(struct px *x, uint32_t n, uint32_t shared, uint32_t family, uint32_t max_tokens,
+                  int32_t prio)
+{
+    int32_t prompt[1024];
+    sfx_prompt(prompt, n, shared, family, x->f.n_req + 1000);
+    return sfx_submit(&x->f, prompt, n, max_tokens, prio);
+}
+
+static const struct rs_pipe_batch_seq *seq_of(const struct sfx_batch *bt, uint32_t idx)
+{
+    const struct rs_pipe_batch_seq *s = rs_pipe_batch_seqs(bt->b);
+    for (uint32_t i = 0; i < bt->b->n_seqs; i++)
+        if (s[i].req_index == idx)
+            return &s[i];
+    return NULL;
+}
+
+static int test_prefill_then_decodes_to_the_end(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 128, 64, 8, 256);
+    if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+        return rc;
+    const uint32_t len[3] = {20, 33, 7};
+    for (int i = 0; i < 3; i++)
+        RS_CHECK(submit(&x, len[i], 0, 0, 5, 0) == i);
+    struct sfx_batch bt;
+    RS_CHECK(px_plan(&x, &bt) == 1 && bt.b->n_seqs == 3 && bt.b->n_tokens == 60);
+    for (int i = 0; i < 3; i++) {
+        const struct rs_pipe_batch_seq *q = seq_of(&bt, x.f.req[i].ref.index);
+        RS_CHECK(q && q->pos0 == 0 && q->n_tokens == len[i] && q->want_logits && !q->out_index);
+    }
+    RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    RS_CHECK(px_plan(&x, &bt) == 1 && bt.b->n_seqs == 3 && bt.b->n_tokens == 3);
+    for (int i = 0; i < 3; i++) {
+        const struct rs_pipe_batch_seq *q = seq_of(&bt, x.f.req[i].ref.index);
+        RS_CHECK(q && q->pos0 == len[i] && q->n_tokens == 1 && q->out_index == 1);
+    }
+    RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    RS_CHECK_MSG(px_run(&x, 20) == 3, "%s", x.f.why);
+    for (int i = 0; i < 3; i++)
+        RS_CHECK(x.f.req[i].done && x.f.req[i].reason == RS_WIRE_FINISH_LENGTH &&
+                 x.f.req[i].n_out == 5);
+    RS_CHECK(sfx_metric(&x.f, RS_M_SCH_STEPS) == 5 && sfx_metric(&x.f, RS_M_SCH_FINISHED) == 3);
+    RS_CHECK(sfx_metric(&x.f, RS_M_SCH_PREFILL_TOKENS) == 60);
+    RS_CHECK(sfx_metric(&x.f, RS_M_SCH_DECODE_TOKENS) == 12);
+    RS_CHECK(sfx_metric(&x.f, RS_M_SCH_KV_USED) == 0 && x.s->kv.n_used == 0);
+    px_close(&x);
+    return 0;
+}
+
+static int test_budgets_cap_every_step_and_decodes_come_first(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 128, 256, 4, 32);
+    if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+        return rc;
+    for (int i = 0; i < 10; i++)
+        RS_CHECK(submit(&x, 40, 0, 0, 3, 0) >= 0);
+    struct sfx_batch bt;
+    int steps = 0, got;
+    while ((got = px_plan(&x, &bt)) == 1) {
+        RS_CHECK(bt.b->n_seqs <= 4 && bt.b->n_tokens <= 32);
+        const struct rs_pipe_batch_seq *q = rs_pipe_batch_seqs(bt.b);
+        int seen_chunk = 0;
+        for (uint32_t i = 0; i < bt.b->n_seqs; i++) {
+            int decode = q[i].n_tokens == 1 && q[i].want_logits && q[i].out_index > 0;
+            RS_CHECK(!(decode && seen_chunk)); /* running decodes before prefill chunks */
+            seen_chunk |= !decode;
+        }
+        RS_CHECK(sfx_answer(&x.f, &bt) == 0 && sfx_reap(&x.f) >= 0);
+        RS_CHECK(++steps < 200);
+    }
+    RS_CHECK_MSG(got == 0 && sfx_reap(&x.f) >= 0, "%s", x.f.why);
+    for (int i = 0; i < 10; i++)
+        RS_CHECK(x.f.req[i].done && x.f.req[i].n_out == 3);
+    RS_CHECK(x.f.max_seqs_seen == 4 && x.f.max_tokens_seen == 32);
+    px_close(&x);
+    return 0;
+}
+
+static int test_chunked_prefill_runs_beside_decodes(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 256, 64, 8, 16);
+    if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+        return rc;
+    int a = submit(&x, 5, 0, 0, 30, 0);
+    struct sfx_batch bt;
+    RS_CHECK(px_plan(&x, &bt) == 1 && sfx_answer(&x.f, &bt) == 0);
+    int b = submit(&x, 100, 0, 0, 2, 0);
+    uint32_t pos = 0;
+    while (pos < 100) {
+        RS_CHECK(px_plan(&x, &bt) == 1);
+        const struct rs_pipe_batch_seq *qa = seq_of(&bt, x.f.req[a].ref.index);
+        const struct rs_pipe_batch_seq *qb = seq_of(&bt, x.f.req[b].ref.index);
+        RS_CHECK(qa && qa->n_tokens == 1 && qb && qb->pos0 == pos); /* a is never starved */
+        RS_CHECK(qb->n_tokens == (100 - pos < 15 ? 100 - pos : 15));
+        RS_CHECK(qb->want_logits == (pos + qb->n_tokens == 100));
+        pos += qb->n_tokens;
+        RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    }
+    RS_CHECK_MSG(px_run(&x, 100) > 0, "%s", x.f.why);
+    RS_CHECK(x.f.req[a].n_out == 30 && x.f.req[b].n_out == 2);
+    px_close(&x);
+    return 0;
+}
+
+static int test_preemption_takes_the_latest_arrival(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 64, 8, 4, 256);
+    if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+        return rc;
+    for (int i = 0; i < 3; i++)
+        RS_CHECK(submit(&x, 16, 0, 0, 40, 0) == i);
+    RS_CHECK_MSG(px_run(&x, 400) > 0, "%s", x.f.why);
+    RS_CHECK(sfx_metric(&x.f, RS_M_SCH_PREEMPTIONS) > 0);
+    RS_CHECK(x.f.req[0].n_preempted == 0 && x.f.req[2].n_preempted > 0);
+    for (int i = 0; i < 3; i++)
+        RS_CHECK(x.f.req[i].done && x.f.req[i].n_out == 40);
+    px_close(&x);
+    return 0;
+}
+
+static int test_priority_orders_admission_and_preemption(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 64, 64, 1, 256);
+    if (rc != 0)
+        return rc;
+    c.priority_policy = 1;
+    if ((rc = px_open(&x, &c)) != 0)
+        return rc;
+    const int32_t prio[3] = {5, 1, 3};
+    for (int i = 0; i < 3; i++)
+        RS_CHECK(submit(&x, 8, 0, 0, 2, prio[i]) == i);
+    const int order[3] = {1, 2, 0};
+    struct sfx_batch bt;
+    for (int k = 0; k < 3; k++) {
+        RS_CHECK(px_plan(&x, &bt) == 1 && bt.b->n_seqs == 1);
+        RS_CHECK(rs_pipe_batch_seqs(bt.b)[0].req_index == x.f.req[order[k]].ref.index);
+        RS_CHECK(sfx_answer(&x.f, &bt) == 0); /* its prefill */
+        RS_CHECK(px_plan(&x, &bt) == 1 && sfx_answer(&x.f, &bt) == 0); /* its decode */
+    }
+    RS_CHECK_MSG(px_run(&x, 10) >= 0, "%s", x.f.why);
+    px_close(&x);
+
+    /* an earlier request of lower priority is the victim when blocks run out */
+    if ((rc = sfx_config(&c, 64, 5, 2, 256)) != 0)
+        return rc;
+    c.priority_policy = 1;
+    if ((rc = px_open(&x, &c)) != 0)
+        return rc;
+    RS_CHECK(submit(&x, 16, 0, 0, 40, 9) == 0);
+    RS_CHECK(submit(&x, 16, 0, 0, 40, 0) == 1);
+    RS_CHECK_MSG(px_run(&x, 400) > 0, "%s", x.f.why);
+    RS_CHECK(x.f.req[0].n_preempted > 0 && x.f.req[1].n_preempted == 0);
+    RS_CHECK(x.f.req[0].n_out == 40 && x.f.req[1].n_out == 40);
+    px_close(&x);
+    return 0;
+}
+
+static int test_prefix_hit_skips_cached_blocks(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 256, 64, 8, 256);
+    if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+        return rc;
+    RS_CHECK(submit(&x, 70, 64, 1, 2, 0) == 0);
+    RS_CHECK_MSG(px_run(&x, 10) == 2, "%s", x.f.why);
+    RS_CHECK(x.s->kv.n_idle == 4); /* its 4 full blocks stay cached after it ended */
+    int b = submit(&x, 74, 64, 1, 2, 0);
+    struct sfx_batch bt;
+    RS_CHECK(px_plan(&x, &bt) == 1 && bt.b->n_seqs == 1);
+    const struct rs_pipe_batch_seq *q = seq_of(&bt, x.f.req[b].ref.index);
+    RS_CHECK(q && q->pos0 == 64 && q->n_tokens == 10 && q->want_logits);
+    RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    RS_CHECK_MSG(px_run(&x, 10) > 0, "%s", x.f.why);
+    RS_CHECK(x.f.req[b].n_cached == 64 && x.f.req[0].n_cached == 0);
+    RS_CHECK(sfx_metric(&x.f, RS_M_SCH_PREFIX_QUERY) == 70 + 74);
+    RS_CHECK(sfx_metric(&x.f, RS_M_SCH_PREFIX_HIT) == 64);
+    px_close(&x);
+    return 0;
+}
+
+static int test_whole_prompt_cached_still_computes_its_last_block(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 128, 64, 8, 256);
+    if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+        return rc;
+    RS_CHECK(submit(&x, 48, 48, 2, 2, 0) == 0);
+    RS_CHECK_MSG(px_run(&x, 10) == 2, "%s", x.f.why);
+    int b = submit(&x, 48, 48, 2, 2, 0); /* the same 48 tokens: 3 full blocks cached */
+    struct sfx_batch bt;
+    RS_CHECK(px_plan(&x, &bt) == 1);
+    const struct rs_pipe_batch_seq *q = seq_of(&bt, x.f.req[b].ref.index);
+    RS_CHECK(q && q->pos0 == 32 && q->n_tokens == 16 && q->want_logits);
+    RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    RS_CHECK_MSG(px_run(&x, 10) > 0, "%s", x.f.why);
+    RS_CHECK(x.f.req[b].n_cached == 32);
+    px_close(&x);
+    return 0;
+}
+
+static int test_running_requests_share_prefix_blocks(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 256, 64, 8, 256);
+    if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+        return rc;
+    RS_CHECK(submit(&x, 66, 64, 3, 20, 0) == 0);
+    struct sfx_batch bt;
+    RS_CHECK(px_plan(&x, &bt) == 1 && sfx_answer(&x.f, &bt) == 0);
+    int b = submit(&x, 80, 64, 3, 20, 0);
+    RS_CHECK(px_plan(&x, &bt) == 1);
+    const struct rs_pipe_batch_seq *q = seq_of(&bt, x.f.req[b].ref.index);
+    RS_CHECK(q && q->pos0 == 64);
+    uint32_t a_slot = x.s->req[x.f.req[0].ref.index].slot, b_slot = q->run_slot;
+    for (int k = 0; k < 4; k++) /* the same physical blocks, shared by two running tables */
+        RS_CHECK(rs_pipe_kvrow_at(x.sp, a_slot)->blocks[k] ==
+                 rs_pipe_kvrow_at(x.sp, b_slot)->blocks[k]);
+    RS_CHECK(x.s->kv.n_used == 5 + 1); /* a: 5 blocks; b: 4 shared + 1 of its own */
+    RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    RS_CHECK_MSG(px_run(&x, 100) > 0, "%s", x.f.why);
+    RS_CHECK(x.f.req[0].n_out == 20 && x.f.req[b].n_out == 20);
+    px_close(&x);
+    return 0;
+}
+
+static int test_cancels_free_blocks_before_the_next_step(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 128, 64, 2, 256);
+    if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+        return rc;
+    for (int i = 0; i < 3; i++)
+        RS_CHECK(submit(&x, 20, 0, 0, 50, 0) == i);
+    struct sfx_batch bt;
+    uint32_t abort_word = rs_pipe_finish_make(RS_WIRE_FINISH_ABORT, RS_PIPE_STAGE_TOKENIZERD, 0);
+    RS_CHECK(px_plan(&x, &bt) == 1 && bt.b->n_seqs == 2 && sfx_answer(&x.f, &bt) == 0);
+    /* a waiting request cancelled: finished at once, never runs */
+    struct rs_table_ref rc2 = x.f.req[2].ref;
+    RS_CHECK(rs_pipe_finish_set(rs_pipe_req_at(x.sp, rc2.index), abort_word));
+    sched_note_cancel(x.s, rc2.index, rc2.gen);
+    uint32_t state;
+    RS_CHECK(rs_table_get(x.sp->requests, rc2, &state, NULL) == RS_OK &&
+             state == RS_PIPE_REQ_FINISHED);
+    /* a running request cancelled while its batch is in flight: ends when the result lands */
+    RS_CHECK(px_plan(&x, &bt) == 1 && bt.b->n_seqs == 2);
+    struct rs_table_ref r0 = x.f.req[0].ref, r1 = x.f.req[1].ref;
+    RS_CHECK(rs_pipe_finish_set(rs_pipe_req_at(x.sp, r0.index), abort_word));
+    sched_note_cancel(x.s, r0.index, r0.gen);
+    RS_CHECK(x.s->req[r0.index].st == SR_RUNNING); /* in flight: not yet */
+    RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    RS_CHECK(px_plan(&x, &bt) == 1 && bt.b->n_seqs == 1 && seq_of(&bt, r1.index));
+    RS_CHECK(x.s->kv.n_used == 2 && sfx_metric(&x.f, RS_M_SCH_KV_USED) == 2);
+    RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    /* a running request cancelled between steps: its blocks are free before the next plan */
+    RS_CHECK(result_poll(x.s) == 1 && x.s->inflight_id == 0);
+    RS_CHECK(rs_pipe_finish_set(rs_pipe_req_at(x.sp, r1.index), abort_word));
+    sched_note_cancel(x.s, r1.index, r1.gen);
+    RS_CHECK(x.s->kv.n_used == 0 && x.s->n_run == 0);
+    RS_CHECK(atomic_load(&rs_pipe_kvrow_at(x.sp, 0)->owner) == 0 &&
+             atomic_load(&rs_pipe_kvrow_at(x.sp, 1)->owner) == 0);
+    RS_CHECK(px_plan(&x, &bt) == 0 && sfx_reap(&x.f) == 3);
+    for (int i = 0; i < 3; i++)
+        RS_CHECK(x.f.req[i].reason == RS_WIRE_FINISH_ABORT);
+    RS_CHECK(x.f.req[2].n_out == 0 && x.f.req[0].n_out == 2 && x.f.req[1].n_out == 3);
+    px_close(&x);
+    return 0;
+}
+
+static int test_launcher_restart_reprefills_with_identical_outputs(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 128, 64, 4, 256);
+    if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+        return rc;
+    RS_CHECK(submit(&x, 40, 32, 4, 12, 0) == 0);
+    RS_CHECK(submit(&x, 35, 32, 4, 12, 0) == 1);
+    struct sfx_batch bt;
+    for (int i = 0; i < 5; i++)
+        RS_CHECK(px_plan(&x, &bt) == 1 && sfx_answer(&x.f, &bt) == 0);
+    RS_CHECK(px_plan(&x, &bt) == 1);
+    RS_CHECK(sfx_restart_launcher(&x.f) == 0); /* K/V gone; the batch it held comes again */
+    RS_CHECK(sfx_take(&x.f, &bt) == 1 && bt.kv_lost);
+    RS_CHECK(sfx_answer(&x.f, &bt) == 0 && x.f.kv_lost == 1);
+    RS_CHECK(px_plan(&x, &bt) == 1 && bt.b->launcher_inc == rs_role_inc(x.f.lau->role));
+    for (int i = 0; i < 2; i++) { /* prompt + the 5 outputs so far, from position 0 */
+        const struct rs_pipe_batch_seq *q = seq_of(&bt, x.f.req[i].ref.index);
+        RS_CHECK(q && q->pos0 == 0 && q->n_tokens == x.f.req[i].n_prompt + 5 && q->want_logits);
+    }
+    RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    RS_CHECK_MSG(px_run(&x, 40) > 0, "%s", x.f.why);
+    RS_CHECK(sfx_metric(&x.f, RS_M_SCH_LAUNCHER_RESETS) == 1);
+    RS_CHECK(x.f.req[0].n_out == 12 && x.f.req[1].n_out == 12 && x.f.req[0].n_preempted == 1);
+    px_close(&x);
+    return 0;
+}
+
+static int test_context_end_finishes_with_length(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 32, 16, 4, 256);
+    if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+        return rc;
+    RS_CHECK(submit(&x, 10, 0, 0, 1000, 0) == 0); /* the launcher would go on forever */
+    RS_CHECK_MSG(px_run(&x, 100) > 0, "%s", x.f.why);
+    RS_CHECK(x.f.req[0].reason == RS_WIRE_FINISH_LENGTH && x.f.req[0].n_out == 22);
+    px_close(&x);
+    return 0;
+}
+
+static const struct rs_test_case cases[] = {
+    RS_TEST(test_prefill_then_decodes_to_the_end),
+    RS_TEST(test_budgets_cap_every_step_and_decodes_come_first),
+    RS_TEST(test_chunked_prefill_runs_beside_decodes),
+    RS_TEST(test_preemption_takes_the_latest_arrival),
+    RS_TEST(test_priority_orders_admission_and_preemption),
+    RS_TEST(test_prefix_hit_skips_cached_blocks),
+    RS_TEST(test_whole_prompt_cached_still_computes_its_last_block),
+    RS_TEST(test_running_requests_share_prefix_blocks),
+    RS_TEST(test_cancels_free_blocks_before_the_next_step),
+    RS_TEST(test_launcher_restart_reprefills_with_identical_outputs),
+    RS_TEST(test_context_end_finishes_with_length),
+};
+RS_TEST_MAIN(cases)
