@@ -241,6 +241,25 @@ static int parse(int argc, char **argv, struct args *a)
     return 0;
 }
 
+/* Best of a->reps decode runs at batch n (the host is shared); last_cpus is the best run's. */
+static double best_decode(rs_model *m, rs_kvcache *kv, const struct args *a, int n)
+{
+    static struct seq seqs[MAX_BATCH];
+    double tps = 0, cpus = 0;
+    for (int r = 0; r < a->reps; r++) {
+        next_block = 0;
+        for (int s = 0; s < n; s++)
+            seq_init(&seqs[s], a->context, rs_model_hparams(m)->n_vocab, (unsigned)s);
+        double t = run_decode(m, kv, seqs, n, a->steps, 256);
+        if (t > tps) {
+            tps = t;
+            cpus = last_cpus;
+        }
+    }
+    last_cpus = cpus;
+    return tps;
+}
+
 int main(int argc, char **argv)
 {
     struct args a;
@@ -278,22 +297,10 @@ int main(int argc, char **argv)
     printf("prompt  %4u tokens: %8.1f tok/s   (%.2f CPUs busy)\n", a.prompt, ptps, last_cpus);
     double tps1 = 0;
     for (int i = 0; i < a.nb; i++) {
-        static struct seq seqs[MAX_BATCH];
-        double tps = 0, cpus = 0;
-        for (int r = 0; r < a.reps; r++) { /* best of reps: the host is shared */
-            next_block = 0;
-            for (int s = 0; s < a.batches[i]; s++)
-                seq_init(&seqs[s], a.context, hp->n_vocab, (unsigned)s);
-            double t = run_decode(m, kv, seqs, a.batches[i], a.steps, 256);
-            if (t > tps) {
-                tps = t;
-                cpus = last_cpus;
-            }
-        }
-        if (a.batches[i] == 1)
-            tps1 = tps;
+        double tps = best_decode(m, kv, &a, a.batches[i]);
+        tps1 = a.batches[i] == 1 ? tps : tps1;
         printf("decode batch %3d (context %u..%u): %8.1f tok/s aggregate   (%.2f CPUs busy)\n",
-               a.batches[i], a.context, a.context + a.steps, tps, cpus);
+               a.batches[i], a.context, a.context + a.steps, tps, last_cpus);
     }
     int n_bw = o.n_threads > 0 ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     double bw = measure_bandwidth(n_bw);
