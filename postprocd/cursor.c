@@ -23,7 +23,8 @@ void postd_cursor_start(const struct postd *d, struct rs_pipe_cursor *c, int32_t
     rs_stopstr_init(&c->stop);
 }
 
-int32_t postd_prev_token(const struct postd *d, struct rs_table_ref ref, const struct rs_pipe_req *r)
+int32_t postd_prev_token(const struct postd *d, struct rs_table_ref ref,
+                         const struct rs_pipe_req *r)
 {
     int32_t tok;
     uint32_t got = 0;

@@ -68,7 +68,8 @@ rs_err postd_cursor_flush(struct postd *d, const struct rs_pipe_req *r, struct r
 void postd_cursor_publish(struct rs_pipe_req *r, const struct rs_pipe_cursor *c);
 
 /* The last prompt token of ref (the detokenizer's context), or RS_VOCAB_NONE. */
-int32_t postd_prev_token(const struct postd *d, struct rs_table_ref ref, const struct rs_pipe_req *r);
+int32_t postd_prev_token(const struct postd *d, struct rs_table_ref ref,
+                         const struct rs_pipe_req *r);
 
 /* --- client.c ------------------------------------------------------------------------------ */
 

@@ -54,7 +54,7 @@ static void send_ack(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer 
  * BOS alone). 0 on success, or 1 after answering the client.
  */
 static int tokenize_prompt(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
-                          const struct rs_wire_client_msg *m, uint32_t *n_out)
+                           const struct rs_wire_client_msg *m, uint32_t *n_out)
 {
     const struct rs_wire_generate *g = &m->u.gen;
     uint32_t n_ctx = t->p->cfg.n_ctx;

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,7 +42,7 @@ struct fx_inst {
 };
 
 /* A configuration over refdata model `model` with its own instance and rundir. */
-static int fx_inst_init(struct fx_inst *in, const char *model, uint32_t n_ctx,
+static inline int fx_inst_init(struct fx_inst *in, const char *model, uint32_t n_ctx,
                         uint32_t max_requests)
 {
     char err[256];
@@ -67,16 +68,35 @@ static int fx_inst_init(struct fx_inst *in, const char *model, uint32_t n_ctx,
     return in->zctx != NULL ? 0 : 1;
 }
 
-static void fx_inst_fini(struct fx_inst *in)
+static inline int fx_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/*
+ * Ends the instance: context, segment, and with `passed` this process's
+ * scratch directory (daemon logs, runtime directories); a failed test keeps
+ * it for reading.
+ */
+static inline void fx_inst_fini_ex(struct fx_inst *in, int passed)
 {
     if (in->zctx != NULL)
         zmq_ctx_term(in->zctx);
     in->zctx = NULL;
     rs_pipe_unlink(in->cfg.instance);
+    if (passed)
+        nftw(rs_test_tmpdir(), fx_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static inline void fx_inst_fini(struct fx_inst *in)
+{
+    fx_inst_fini_ex(in, 0);
 }
 
 /* Opens the instance as `stage` in this process (the test plays that role). */
-static struct rs_pipe *fx_open(const struct fx_inst *in, enum rs_pipe_stage stage)
+static inline struct rs_pipe *fx_open(const struct fx_inst *in, enum rs_pipe_stage stage)
 {
     struct rs_pipe *p = NULL;
     char err[256];
@@ -94,7 +114,7 @@ struct fx_daemon {
     int status; /* exit code after fx_daemon_wait, 128 + signal when killed */
 };
 
-static void fx_daemon_dump_log(const struct fx_daemon *dm)
+static inline void fx_daemon_dump_log(const struct fx_daemon *dm)
 {
     FILE *f = fopen(dm->log, "r");
     char line[1024];
@@ -109,7 +129,7 @@ static void fx_daemon_dump_log(const struct fx_daemon *dm)
  * Starts build/bin/<name> with the instance's shared options, then the
  * NULL-terminated extra arguments. Does not wait for it (fx_daemon_ready).
  */
-static int fx_daemon_start(const struct fx_inst *in, const char *name, struct fx_daemon *dm,
+static inline int fx_daemon_start(const struct fx_inst *in, const char *name, struct fx_daemon *dm,
                            const char *const *extra)
 {
     static unsigned seq;
@@ -150,7 +170,7 @@ static int fx_daemon_start(const struct fx_inst *in, const char *name, struct fx
 }
 
 /* Waits for the daemon (role `name`, its pid) to report READY in p's role table. */
-static int fx_daemon_ready(const struct rs_pipe *p, const char *name, struct fx_daemon *dm)
+static inline int fx_daemon_ready(const struct rs_pipe *p, const char *name, struct fx_daemon *dm)
 {
     int role = rs_role_find(p->shm, name);
     for (int i = 0; i < 3000 && role >= 0; i++) {
@@ -173,7 +193,7 @@ static int fx_daemon_ready(const struct rs_pipe *p, const char *name, struct fx_
 }
 
 /* Waits for the daemon to exit; returns its exit code (128 + signal when killed). */
-static int fx_daemon_wait(struct fx_daemon *dm)
+static inline int fx_daemon_wait(struct fx_daemon *dm)
 {
     int st = 0;
     if (dm->pid <= 0)
@@ -186,14 +206,14 @@ static int fx_daemon_wait(struct fx_daemon *dm)
 }
 
 /* SIGTERM, then the exit code (0 expected from a clean stop). */
-static int fx_daemon_stop(struct fx_daemon *dm)
+static inline int fx_daemon_stop(struct fx_daemon *dm)
 {
     if (dm->pid > 0)
         kill(dm->pid, SIGTERM);
     return fx_daemon_wait(dm);
 }
 
-static void fx_daemon_kill(struct fx_daemon *dm)
+static inline void fx_daemon_kill(struct fx_daemon *dm)
 {
     if (dm->pid > 0)
         kill(dm->pid, SIGKILL);
@@ -210,7 +230,7 @@ struct fx_client {
 };
 
 /* A DEALER to ipc://<rundir>/<daemon>.sock with routing id rid (NULL: none). */
-static int fx_client_open(const struct fx_inst *in, const char *daemon, const char *rid,
+static inline int fx_client_open(const struct fx_inst *in, const char *daemon, const char *rid,
                           struct fx_client *c)
 {
     char file[64], ep[RS_ZSOCK_ENDPOINT_MAX];
@@ -230,7 +250,7 @@ static int fx_client_open(const struct fx_inst *in, const char *daemon, const ch
     return c->buf != NULL ? 0 : 1;
 }
 
-static void fx_client_close(struct fx_client *c)
+static inline void fx_client_close(struct fx_client *c)
 {
     rs_zsock_destroy(&c->s);
     free(c->buf);
@@ -239,7 +259,7 @@ static void fx_client_close(struct fx_client *c)
 }
 
 /* Sends raw body bytes, retrying while the connection is still being set up (IMMEDIATE). */
-static int fx_send_raw(struct fx_client *c, const void *body, size_t len)
+static inline int fx_send_raw(struct fx_client *c, const void *body, size_t len)
 {
     for (int i = 0; i < 400; i++) {
         rs_err rc = rs_zsock_send(c->s, body, len);
@@ -253,7 +273,7 @@ static int fx_send_raw(struct fx_client *c, const void *body, size_t len)
     return 1;
 }
 
-static int fx_send(struct fx_client *c, const struct rs_wire_client_msg *m)
+static inline int fx_send(struct fx_client *c, const struct rs_wire_client_msg *m)
 {
     if (rs_wire_client_encode(m, &c->enc) != RS_OK)
         return 1;
@@ -261,7 +281,7 @@ static int fx_send(struct fx_client *c, const struct rs_wire_client_msg *m)
 }
 
 /* Receives and decodes one message: 0, or 1 on timeout / a malformed message. */
-static int fx_recv(struct fx_client *c, int timeout_ms, struct rs_wire_server_msg *m)
+static inline int fx_recv(struct fx_client *c, int timeout_ms, struct rs_wire_server_msg *m)
 {
     zmq_msg_t body;
     zmq_msg_init(&body);
@@ -286,7 +306,7 @@ static int fx_recv(struct fx_client *c, int timeout_ms, struct rs_wire_server_ms
 }
 
 /* A generate with the given id and text prompt, defaults otherwise. */
-static void fx_generate(struct rs_wire_client_msg *m, const char *id, const char *prompt)
+static inline void fx_generate(struct rs_wire_client_msg *m, const char *id, const char *prompt)
 {
     memset(m, 0, sizeof(*m));
     m->type = RS_WIRE_T_GENERATE;
@@ -298,7 +318,7 @@ static void fx_generate(struct rs_wire_client_msg *m, const char *id, const char
 
 /* --- msgpack by hand, for messages the encoders refuse to produce --------------------------- */
 
-static void fx_pack_str(msgpack_packer *pk, const char *s)
+static inline void fx_pack_str(msgpack_packer *pk, const char *s)
 {
     size_t n = strlen(s);
     msgpack_pack_str(pk, n);
@@ -306,7 +326,7 @@ static void fx_pack_str(msgpack_packer *pk, const char *s)
 }
 
 /* Packs {"v": v, "type": type, "id": id} plus n_extra more key/value pairs the caller packs. */
-static void fx_pack_head(msgpack_packer *pk, int v, const char *type, const char *id,
+static inline void fx_pack_head(msgpack_packer *pk, int v, const char *type, const char *id,
                          unsigned n_extra)
 {
     msgpack_pack_map(pk, 3 + n_extra);

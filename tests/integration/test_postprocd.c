@@ -96,7 +96,7 @@ static int teardown(struct env *e)
     rs_pipe_close(&e->sched);
     rs_pipe_close(&e->lau);
     rs_vocab_destroy(&e->vocab);
-    fx_inst_fini(&e->in);
+    fx_inst_fini_ex(&e->in, status == 0);
     return status == 0 ? 0 : 1;
 }
 
@@ -456,7 +456,8 @@ static int test_stop_string_split_across_tokens_ends_the_request(void)
     struct fx_client c;
     RS_CHECK(fx_client_open(&e.in, "postprocd", "stopper", &c) == 0 && hello(&c) == 0);
     struct rs_table_ref a, b;
-    struct req_opts so = {.stream = 1, .stops = {stop}}, no = {.stream = 0, .stops = {"zqzq", stop}};
+    struct req_opts so = {.stream = 1, .stops = {stop}};
+    struct req_opts no = {.stream = 0, .stops = {"zqzq", stop}};
     RS_CHECK(make_request(&e, "a", "stopper", &so, &a) == 0);
     RS_CHECK(make_request(&e, "b", "stopper", &no, &b) == 0);
     /* The launcher runs on past the stop string: postprocd must ignore what follows. */
@@ -775,7 +776,8 @@ static int test_client_mistakes_get_error_replies(void)
     struct rs_wire_client_msg m;
     fx_generate(&m, "gen", "hi");
     RS_CHECK(fx_send(&c, &m) == 0 && expect_error(&c, "gen", RS_WIRE_BAD_REQUEST) == 0);
-    RS_CHECK(send_resume(&c, "nobody", 0) == 0 && expect_error(&c, "nobody", RS_WIRE_NOT_FOUND) == 0);
+    RS_CHECK(send_resume(&c, "nobody", 0) == 0);
+    RS_CHECK(expect_error(&c, "nobody", RS_WIRE_NOT_FOUND) == 0);
     msgpack_sbuffer sb;
     msgpack_packer pk;
     msgpack_sbuffer_init(&sb);
@@ -783,13 +785,15 @@ static int test_client_mistakes_get_error_replies(void)
     fx_pack_head(&pk, 1, "resume", "r", 1);
     fx_pack_str(&pk, "from_seq");
     fx_pack_str(&pk, "ten");
-    RS_CHECK(fx_send_raw(&c, sb.data, sb.size) == 0 && expect_error(&c, "r", RS_WIRE_WRONG_TYPE) == 0);
+    RS_CHECK(fx_send_raw(&c, sb.data, sb.size) == 0);
+    RS_CHECK(expect_error(&c, "r", RS_WIRE_WRONG_TYPE) == 0);
     msgpack_sbuffer_destroy(&sb);
     /* A request of another client is not found under this client's name. */
     struct rs_table_ref ref;
     struct req_opts so = {.stream = 1};
     RS_CHECK(make_request(&e, "theirs", "someone-else", &so, &ref) == 0);
-    RS_CHECK(send_resume(&c, "theirs", 0) == 0 && expect_error(&c, "theirs", RS_WIRE_NOT_FOUND) == 0);
+    RS_CHECK(send_resume(&c, "theirs", 0) == 0);
+    RS_CHECK(expect_error(&c, "theirs", RS_WIRE_NOT_FOUND) == 0);
     RS_CHECK(hello(&c) == 0); /* still serving */
     fx_client_close(&c);
     return teardown(&e);
