@@ -85,7 +85,7 @@ rs_err ring_validate(const void *mem, const struct shm_region_dir *d, uint32_t n
 const char *rs_ring_state_name(unsigned state)
 {
     static const char *names[] = {"FREE", "WRITING", "COMMITTED", "READING",
-                                  "IN_FLIGHT", "DONE", "ABANDONED"};
+                                  "IN_FLIGHT", "DONE", "ABANDONED", "QUARANTINED"};
     return state < RS_RING_NSTATES ? names[state] : "INVALID";
 }
 
@@ -274,12 +274,12 @@ void ring_advance_cons(struct rs_ring *r, uint64_t v)
         ;
 }
 
-/* Skips the hole at c_read (an ABANDONED seq): consumed-seq first, then the lap. */
+/* Skips the hole at c_read (ABANDONED): consumed-seq first, then QUARANTINED for the next lap. */
 static void pass_hole(rs_ring *r, uint32_t k, uint64_t w)
 {
     ring_advance_cons(r, r->c_read + 1);
     RS_FAILPOINT("ring.hole.after_cons");
-    uint64_t next = rs_sw_make(RS_RING_ABANDONED, rs_sw_gen_next(rs_sw_gen(w)), rs_sw_owner(w));
+    uint64_t next = rs_sw_make(RS_RING_QUARANTINED, rs_sw_gen_next(rs_sw_gen(w)), rs_sw_owner(w));
     atomic_compare_exchange_strong_explicit(&r->slots[k].sw, &w, next, memory_order_release,
                                             memory_order_relaxed);
     r->c_read++;
@@ -372,6 +372,7 @@ rs_err rs_ring_try_get(rs_ring *r, struct rs_ring_rd *rd)
         }
         switch (rs_sw_state(w)) {
         case RS_RING_FREE:
+        case RS_RING_QUARANTINED: /* the producer has not decided this seq yet */
         case RS_RING_WRITING: return RS_EAGAIN;
         case RS_RING_ABANDONED:
             if (r->c_read != r->c_rel)

@@ -17,40 +17,45 @@
  * Slot state word (stateword.h): owner | gen = lap | state.
  *
  *   FREE/L ──claim──▶ WRITING/L/P ──commit──▶ COMMITTED/L/P ──get──▶ READING/L/C
- *     ▲   ◀──abort────┘   │                   │   ▲                     │   │
- *     │                   │ recover or        │   └──recover / help─────┘   │ mark_in_flight
- *     │                   │ producer helps:   │      (READING/IN_FLIGHT     ▼
- *     │                   │ owner dead →FREE/L│       of a fenced C)     IN_FLIGHT/L/C
- *     │                   │ owner alive       │ zombie record:             │
- *     │                   ▼ (stopped)         │ discard → FREE/L           ▼ release
- *     │            ABANDONED/L/P ─────────────┼──────────────────────▶ DONE/L/C
- *     │              │      ▲ (a hole: seq L·n+k        ┌────────────────┘
- *     │              │      │  is never delivered)      │ release (after cons_seq = seq+1)
- *     │              │      └── consumer passes: L+1    │ or recovery of a fenced C
- *     │              └ producer at lap L, owner dead    │
- *     └──────────────── FREE/L ◀──────────┘   FREE/L+1 ◀┘
+ *     ▲  ◀──abort─────┘    │                   │   ▲                    │    │
+ *     │                    │ fenced P':        │   └─ recover / help ───┘    │ mark_in_flight
+ *     │                    │ dead  -> FREE/L   │     (fenced C')             ▼
+ *     │                    │ alive -> ABANDONED│ zombie record:          IN_FLIGHT/L/C
+ *     │                    ▼                   │ discard -> FREE/L           │ release
+ *     │             ABANDONED/L/P' (a hole:    │                             ▼
+ *     │               seq L*n+k never delivered)                        DONE/L/C
+ *     │                    │ consumer passes it (after cons_seq)             │ release (after
+ *     │                    ▼                                                 │ cons_seq = seq+1)
+ *     │           QUARANTINED/L+1/P' ── producer at lap L+1: P' alive ──▶ ABANDONED/L+1/P'
+ *     │                    │ P' dead                                         │
+ *     └──── FREE/L+1 ◀─────┘                                 FREE/L+1 ◀──────┘
  *
- * | transition                   | who (process, function)              | atomic op        |
- * |------------------------------|--------------------------------------|------------------|
- * | FREE/L -> WRITING/L/P        | producer, rs_ring_try_claim          | CAS acq_rel (C2) |
- * | WRITING/L/P -> COMMITTED/L/P | producer, rs_ring_commit             | CAS release (P1) |
- * | WRITING/L/P -> FREE/L        | producer, rs_ring_abort              | CAS              |
- * | COMMITTED -> READING/L/C     | consumer, rs_ring_try_get            | CAS acquire (C1) |
- * | READING -> IN_FLIGHT         | consumer, rs_ring_mark_in_flight     | CAS              |
- * | READING|IN_FLIGHT -> DONE    | consumer, rs_ring_release            | CAS              |
- * | cons_seq := seq+1            | consumer, rs_ring_release            | CAS max, release |
- * | DONE/L -> FREE/L+1           | consumer, rs_ring_release            | CAS release (P2) |
- * | WRITING/L/P' -> FREE/L       | producer, recover or claim; P' dead  | CAS              |
- * | WRITING/L/P' -> ABANDONED/L  | producer, recover or claim; P' alive | CAS              |
- * | ABANDONED/L -> FREE/L        | producer, claim at lap L; P' dead    | CAS              |
- * | ABANDONED/L -> ABANDONED/L+1 | consumer, try_get (after cons_seq)   | CAS release      |
- * | COMMITTED/L/P' -> FREE/L     | consumer get or producer claim:      | CAS              |
- * |                              | P' fenced and seq >= p_floor         |                  |
- * | READING|IN_FLIGHT/L/C' ->    | consumer, recover or get; C' fenced  | CAS              |
- * |   COMMITTED/L/writer         |                                      |                  |
- * | DONE/L/C' -> FREE/L+1        | consumer, recover or get; C' fenced  | CAS (after       |
- * |                              |                                      |  cons_seq)       |
- * | p_floor, p_inc := next, P    | producer, rs_ring_recover            | store; release   |
+ * | transition                     | who (process, function)             | atomic op        |
+ * |--------------------------------|-------------------------------------|------------------|
+ * | FREE/L -> WRITING/L/P          | producer, rs_ring_try_claim         | CAS acq_rel (C2) |
+ * | WRITING/L/P -> COMMITTED/L/P   | producer, rs_ring_commit            | CAS release (P1) |
+ * | WRITING/L/P -> FREE/L          | producer, rs_ring_abort             | CAS              |
+ * | COMMITTED -> READING/L/C       | consumer, rs_ring_try_get           | CAS acquire (C1) |
+ * | READING -> IN_FLIGHT           | consumer, rs_ring_mark_in_flight    | CAS              |
+ * | READING|IN_FLIGHT -> DONE      | consumer, rs_ring_release           | CAS              |
+ * | cons_seq := seq+1              | consumer, rs_ring_release           | CAS max, release |
+ * | DONE/L -> FREE/L+1             | consumer, rs_ring_release           | CAS release (P2) |
+ * | WRITING/L/P' -> FREE/L         | producer, recover or claim; P' dead | CAS              |
+ * | WRITING/L/P' -> ABANDONED/L    | producer, recover or claim; alive   | CAS              |
+ * | ABANDONED/L -> QUARANTINED/L+1 | consumer, try_get (after cons_seq)  | CAS release      |
+ * | QUARANTINED/L -> FREE/L        | producer, claim; P' dead            | CAS              |
+ * | QUARANTINED/L -> ABANDONED/L   | producer, claim; P' alive (a hole)  | CAS              |
+ * | COMMITTED/L/P' -> FREE/L       | consumer get or producer claim:     | CAS              |
+ * |                                | P' fenced and seq >= p_floor        |                  |
+ * | READING|IN_FLIGHT/L/C' ->      | consumer, recover or get; C' fenced | CAS              |
+ * |   COMMITTED/L/writer           |                                     |                  |
+ * | DONE/L/C' -> FREE/L+1          | consumer, recover or get; C' fenced | CAS (after       |
+ * |                                |                                     |  cons_seq)       |
+ * | p_floor, p_inc := next, P      | producer, rs_ring_recover           | store; release   |
+ *
+ * Only the producer decides whether a seq is a hole (ABANDONED at that
+ * seq's lap); the consumer skips only decided holes and re-laps them as
+ * QUARANTINED, which it treats like FREE (not yet produced).
  *
  * P1/C1: the commit's release publishes payload and descriptor to the
  * consumer's acquiring get. P2/C2: the release's FREE publishes "reads done"
@@ -61,8 +66,8 @@
  * the role's current one (after their CAS, undoing it if not). A stopped
  * process resumed after its replacement ran recovery therefore has every
  * call refused (RS_ESTALE); a slot it still held while alive became
- * ABANDONED, so its late payload writes land in a slot nobody else uses
- * until its process is gone, and a record it manages to commit after the
+ * ABANDONED (then QUARANTINED on later laps), so its late payload writes
+ * land in a slot nobody else uses until its process is gone, and a record it manages to commit after the
  * fence is discarded (its incarnation is not p_inc and its seq is at or past
  * p_floor, the producer's restart point).
  *
@@ -95,8 +100,9 @@ enum rs_ring_state {
     RS_RING_READING = 3,
     RS_RING_IN_FLIGHT = 4,
     RS_RING_DONE = 5,
-    RS_RING_ABANDONED = 6,
-    RS_RING_NSTATES = 7,
+    RS_RING_ABANDONED = 6,   /* a hole at this lap: the producer skipped the seq */
+    RS_RING_QUARANTINED = 7, /* held by a live zombie, not yet decided for this lap */
+    RS_RING_NSTATES = 8,
 };
 
 /* A claimed slot (producer side). */

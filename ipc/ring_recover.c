@@ -16,41 +16,47 @@
 #include "ipc/role_impl.h"
 #include "ipc/shm_impl.h"
 
-/* WRITING by a fenced producer: FREE if its process is gone, else ABANDONED (a hole). */
-static void reclaim_writing(struct rs_ring *r, uint32_t k, uint64_t w, enum rs_inc_status st)
+/*
+ * WRITING (or QUARANTINED) of a fenced producer at its lap: FREE if its
+ * process is gone, else ABANDONED, which makes this seq a hole.
+ */
+static int reclaim_writing(struct rs_ring *r, uint32_t k, uint64_t w, enum rs_inc_status st)
 {
     uint32_t lap = rs_sw_gen(w);
-    uint64_t next = st == RS_INC_FENCED_DEAD ? rs_sw_make(RS_RING_FREE, lap, 0)
-                                             : rs_sw_make(RS_RING_ABANDONED, lap, rs_sw_owner(w));
-    if (atomic_compare_exchange_strong(&r->slots[k].sw, &w, next)) {
-        ring_count(&r->h->p_reclaims);
-        rs_log_info("ring %s: slot %u written by fenced incarnation %u -> %s", r->name, k,
-                    rs_sw_owner(w), st == RS_INC_FENCED_DEAD ? "FREE" : "ABANDONED (owner alive)");
-    }
+    int dead = st == RS_INC_FENCED_DEAD;
+    uint64_t next = dead ? rs_sw_make(RS_RING_FREE, lap, 0)
+                         : rs_sw_make(RS_RING_ABANDONED, lap, rs_sw_owner(w));
+    if (!atomic_compare_exchange_strong(&r->slots[k].sw, &w, next))
+        return 0;
+    ring_count(dead ? &r->h->p_reclaims : &r->h->p_holes);
+    rs_log_info("ring %s: slot %u %s by fenced incarnation %u -> %s", r->name, k,
+                rs_ring_state_name(rs_sw_state(w)), rs_sw_owner(w),
+                dead ? "FREE" : "ABANDONED (owner alive: a hole)");
+    return !dead;
 }
 
 int ring_prod_help(struct rs_ring *r, uint32_t k, uint64_t w)
 {
-    uint32_t owner = rs_sw_owner(w), lap = rs_sw_gen(w);
+    uint32_t owner = rs_sw_owner(w), lap = rs_sw_gen(w), st = rs_sw_state(w);
     if (owner == r->inc)
         return 0;
-    uint32_t st = rs_sw_state(w);
-    if (st != RS_RING_WRITING && st != RS_RING_ABANDONED && st != RS_RING_COMMITTED)
+    if (st == RS_RING_ABANDONED) {
+        r->p_seq++; /* a hole already decided at this lap */
+        return 1;
+    }
+    if (st != RS_RING_WRITING && st != RS_RING_QUARANTINED && st != RS_RING_COMMITTED)
         return 0; /* the consumer holds this lap's record: wait */
     enum rs_inc_status status = rs_role_inc_status(r->shm, owner);
     if (status == RS_INC_CURRENT)
         return 0; /* never touch a live incarnation's slot (we are probably fenced) */
-    if (st == RS_RING_WRITING) {
-        reclaim_writing(r, k, w, status);
-    } else if (st == RS_RING_COMMITTED) {
+    if (st != RS_RING_COMMITTED) {
+        /* Past a hole at once: the consumer may skip it (and re-lap the slot) right away. */
+        if (reclaim_writing(r, k, w, status))
+            r->p_seq++;
+    } else if (atomic_compare_exchange_strong(&r->slots[k].sw, &w,
+                                              rs_sw_make(RS_RING_FREE, lap, 0))) {
         /* Committed at our next seq by someone else: a zombie's post-fence record. */
-        if (atomic_compare_exchange_strong(&r->slots[k].sw, &w, rs_sw_make(RS_RING_FREE, lap, 0)))
-            ring_count(&r->h->p_reclaims);
-    } else if (status == RS_INC_FENCED_DEAD) {
-        atomic_compare_exchange_strong(&r->slots[k].sw, &w, rs_sw_make(RS_RING_FREE, lap, 0));
-    } else {
-        r->p_seq++; /* still held by a live zombie: this seq stays a hole */
-        ring_count(&r->h->p_holes);
+        ring_count(&r->h->p_reclaims);
     }
     return 1;
 }
@@ -86,7 +92,8 @@ static int live_at(const struct rs_ring *r, uint64_t p)
 {
     uint64_t w = atomic_load_explicit(&r->slots[p & r->mask].sw, memory_order_acquire);
     uint32_t st = rs_sw_state(w);
-    return rs_sw_gen(w) == ring_lap(r, p) && st != RS_RING_FREE && st != RS_RING_WRITING;
+    return rs_sw_gen(w) == ring_lap(r, p) && st != RS_RING_FREE && st != RS_RING_WRITING &&
+           st != RS_RING_QUARANTINED;
 }
 
 /* The producer's next seq: first seq at or past cons_seq that holds no record or hole. */
@@ -126,7 +133,7 @@ static rs_err recover_producer(struct rs_ring *r)
     return RS_OK;
 }
 
-/* A hole the dead consumer passed (cons_seq moved) but did not re-lap: re-lap it. */
+/* A hole the dead consumer passed (cons_seq moved) but did not re-lap: quarantine it. */
 static void fix_passed_hole(struct rs_ring *r, uint32_t k, uint64_t w)
 {
     uint64_t c = atomic_load_explicit(&r->h->cons_seq, memory_order_acquire);
@@ -134,7 +141,7 @@ static void fix_passed_hole(struct rs_ring *r, uint32_t k, uint64_t w)
     if (rs_sw_gen(w) == ring_lap(r, next - r->n))
         atomic_compare_exchange_strong(
             &r->slots[k].sw, &w,
-            rs_sw_make(RS_RING_ABANDONED, ring_lap(r, next), rs_sw_owner(w)));
+            rs_sw_make(RS_RING_QUARANTINED, ring_lap(r, next), rs_sw_owner(w)));
 }
 
 static rs_err recover_consumer(struct rs_ring *r)

@@ -424,7 +424,7 @@ static int test_replaced_producer_is_refused_and_its_slot_is_a_hole(void)
         RS_CHECK(produce_seqid(p2) == RS_OK);
     RS_CHECK(produce_seqid(p2) == RS_EFULL);
     struct rs_ring_stats st;
-    RS_CHECK(rs_ring_check(x.c, &st) == RS_OK && st.holes_made == 1 && st.p_reclaims == 1);
+    RS_CHECK(rs_ring_check(x.c, &st) == RS_OK && st.holes_made == 2 && st.p_reclaims == 0);
     RS_CHECK(st.n_state[RS_RING_ABANDONED] == 1 && st.n_state[RS_RING_COMMITTED] == 7);
     int n = 0;
     while (consume(x.c, &id, &seq) == RS_OK && ++n)
@@ -459,7 +459,7 @@ static int test_abandoned_slot_is_reused_once_its_owner_is_dead(void)
         RS_CHECK(produce(x.p, 1000 + s, 64) == RS_OK);
     for (uint64_t s = 3; s < 7; s++)
         RS_CHECK(consume(x.c, &id, &seq) == RS_OK && seq == s && id == 1000 + s);
-    RS_CHECK(rs_ring_check(x.c, &rst) == RS_OK && rst.holes_made == 0 && rst.holes_passed == 1);
+    RS_CHECK(rs_ring_check(x.c, &rst) == RS_OK && rst.holes_made == 1 && rst.holes_passed == 1);
     RS_CHECK(rst.n_state[RS_RING_FREE] == 4);
     rfx_close(&x);
     return 0;
