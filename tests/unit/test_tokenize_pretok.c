@@ -462,6 +462,10 @@ static int test_utf8_maximal_subparts(void)
     RS_CHECK(rs_utf8_incomplete_tail("ab\x82", 3) == 0);
     RS_CHECK(rs_utf8_valid("\xF0\x9F\xA6\x99.cpp", 8));
     RS_CHECK(!rs_utf8_valid("\xC0\x80", 2));
+    char enc[4];
+    RS_CHECK(rs_utf8_encode(0x20AC, enc) == 3 && memcmp(enc, "\xE2\x82\xAC", 3) == 0);
+    RS_CHECK(rs_utf8_encode(0x1F999, enc) == 4 && memcmp(enc, "\xF0\x9F\xA6\x99", 4) == 0);
+    RS_CHECK(rs_utf8_encode(0xD800, enc) == 0 && rs_utf8_encode(0x110000, enc) == 0);
     return 0;
 }
 
