@@ -51,6 +51,7 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         c->w_up = mat_of(&l->w_up);
         c->w_down = mat_of(&l->w_down);
     }
+    s->tok_embd = mat_of(&d->tok_embd);
     s->output = mat_of(&d->output);
     rs_err rc = pool_create(opts->n_threads, opts->barrier_spin_us, opts->idle_spin_us, &s->pool);
     if (rc != RS_OK) {

@@ -17,7 +17,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "common/quant.h"
 
 static size_t max_cols(const struct rs_model_hparams *hp)
 {
@@ -108,14 +107,12 @@ static float *thread_gemm_scratch(struct cpu_state *s, int tid)
 static void embed_rows(struct cpu_state *s, int tid, int nt)
 {
     const struct rs_model_hparams *hp = &s->hp;
-    const struct llama_mat *e = &s->d->tok_embd;
     uint32_t a, b;
     split_rows(s->n_rows, tid, nt, &a, &b);
     for (uint32_t r = a; r < b; r++) {
         const struct rs_model_seq *q = &s->seqs[s->row_seq[r]];
         int32_t tok = q->tokens[s->row_pos[r] - q->pos0];
-        const uint8_t *src = (const uint8_t *)e->data + (size_t)tok * e->row_bytes;
-        rs_quant_row_to_f32(e->type, src, s->x + (size_t)r * hp->dim, hp->dim);
+        kern_widen_row(s->isa, &s->tok_embd, (uint32_t)tok, s->x + (size_t)r * hp->dim);
         kern_rope_table(s->row_pos[r], hp->rope_dim, hp->rope_freq_base, 1.0f / hp->rope_scale,
                         s->d->rope_freqs, s->rope + (size_t)r * hp->rope_dim);
     }

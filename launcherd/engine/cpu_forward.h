@@ -33,6 +33,7 @@ struct cpu_state {
     struct pool *pool;
     int nt;
     struct cpu_layer *layers;
+    struct kern_mat tok_embd;
     struct kern_mat output;
     char describe[96];
 

@@ -11,12 +11,15 @@
  *   dot(w, x) over K: lane j of an 8-lane accumulator sums w[k]*x[k] for
  *   k = j, j+8, ... in increasing k (a zero-padded last step covers K % 8);
  *   the lanes are then added in the fixed tree ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).
- * Weights are widened to F32 exactly (F16, BF16 and Q8_0 d*q are all exact
- * in F32), so a quantized matrix gives bit for bit the result of the F32
- * matrix holding its dequantized values. The AVX2 variant uses FMA for each
+ * Weights are widened to F32 by one fixed function per element: exactly for
+ * F16, BF16, Q8_0 (d*q), Q4_0 (d*(q-8)) and Q6_K ((d*sc)*q, at most 23
+ * significant bits); Q4_K's (d*sc)*q - dmin*m has an exact product and one
+ * rounding, in every variant (the value ggml's dequantize_row_q4_K gives).
+ * So a quantized matrix gives bit for bit the result of the F32 matrix
+ * holding its dequantized values. The AVX2 variant uses FMA for each
  * step; the portable variant a rounded multiply then add, so the two differ
  * in the last bits (the test checks a tolerance) and a process uses one.
- * Leaves out: K-quants and Q4_0 (see launcherd/README.md), AVX-512.
+ * Leaves out: Q4_1, Q5_*, Q2_K/Q3_K/Q5_K and the IQ types (launcherd/README.md), AVX-512.
  */
 #ifndef RS_ENGINE_KERNELS_H
 #define RS_ENGINE_KERNELS_H
@@ -44,14 +47,20 @@ const char *kern_isa_name(enum kern_isa isa);
 /* A weight matrix: `rows` output features of `cols` inputs each (ggml ne[1] x ne[0]). */
 struct kern_mat {
     const void *data;       /* borrowed: rows * row_bytes bytes (usually the mmap'd file) */
-    enum rs_ggml_type type; /* RS_GGML_F32, F16, BF16 or Q8_0 */
+    enum rs_ggml_type type; /* F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K */
     uint32_t rows;
-    uint32_t cols;    /* a multiple of 32 for Q8_0 */
+    uint32_t cols;    /* a multiple of the type's block: 32 (Q8_0, Q4_0), 256 (K-quants) */
     size_t row_bytes; /* rs_ggml_row_bytes(type, cols) */
 };
 
 /* 1 when the GEMM handles weights of type t. */
 int kern_type_supported(enum rs_ggml_type t);
+
+/*
+ * Widens row `row` of w into w->cols floats at dst: the values the GEMM
+ * multiplies by (same bits from every variant). For embedding lookups and tests.
+ */
+void kern_widen_row(enum kern_isa isa, const struct kern_mat *w, uint32_t row, float *dst);
 
 /* Floats of per-thread scratch kern_gemm needs for matrices of `cols` inputs. */
 size_t kern_gemm_scratch_floats(uint32_t cols);
@@ -139,6 +148,8 @@ void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
                          uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
                          const float *q, float *scores, float *out);
 void kern_swiglu_portable(float *g, const float *u, uint32_t n);
+void kern_widen_row_portable(const struct kern_mat *w, uint32_t row, float *dst);
+void kern_widen_row_avx2(const struct kern_mat *w, uint32_t row, float *dst);
 void kern_swiglu_avx2(float *g, const float *u, uint32_t n);
 
 #endif

@@ -8,7 +8,9 @@
  * registers; from 4 rows on, each 4-row weight tile is first widened into an
  * F32 panel that all row tiles reuse. Both give the same bits, because the
  * widening is exact and each element sees the same FMA sequence.
- * Leaves out: AVX-512 (same FMA throughput on the Zen 4 this was tuned on).
+ * Q4_0, Q4_K and Q6_K always go through the panel (their blocks are widened
+ * a row at a time). Leaves out: AVX-512 (same FMA throughput on the Zen 4
+ * this was tuned on).
  */
 #include "launcherd/engine/kernels.h"
 
@@ -258,6 +260,120 @@ TGT static void f32_tile_rows(const float *const *wr, int nr, const float *x, si
         F32_TILE_CASE(1, 1);
 }
 
+/* --- Q4_0, Q4_K, Q6_K blocks (layouts as ggml's; see kernels_portable.c) --- */
+
+INL void st_i8(float *y, __m128i v, __m256 scale) /* 8 signed bytes (low half of v) */
+{
+    _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), scale));
+}
+
+INL void widen_q4_0(const uint8_t *b, float *y)
+{
+    __m256 d = q8_scale(b);
+    __m128i q = _mm_loadu_si128((const __m128i *)(b + 2)), m4 = _mm_set1_epi8(0x0F);
+    __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), _mm_set1_epi8(8));
+    __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_set1_epi8(8));
+    st_i8(y, lo, d);
+    st_i8(y + 8, _mm_srli_si128(lo, 8), d);
+    st_i8(y + 16, hi, d);
+    st_i8(y + 24, _mm_srli_si128(hi, 8), d);
+}
+
+/* 32 nibbles (bytes 0..15 each) as d1 * q - m1: the product is exact, one rounding. */
+INL void st_q4k(float *y, __m256i q, float d1, float m1)
+{
+    __m256 d = _mm256_set1_ps(d1), m = _mm256_set1_ps(m1);
+    __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    for (int i = 0; i < 4; i++) {
+        __m128i b = i & 1 ? _mm_srli_si128(h[i / 2], 8) : h[i / 2];
+        __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+        _mm256_storeu_ps(y + 8 * i, _mm256_fmsub_ps(d, f, m));
+    }
+}
+
+INL void q4k_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+INL void widen_q4_k(const uint8_t *b, float *y)
+{
+    uint16_t h[2];
+    memcpy(h, b, 4);
+    float d = _cvtsh_ss(h[0]), dmin = _cvtsh_ss(h[1]);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < 4; j++, y += 64) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * j));
+        uint8_t sc, m;
+        q4k_scale_min(b + 4, 2 * j, &sc, &m);
+        st_q4k(y, _mm256_and_si256(q, m4), d * sc, dmin * m);
+        q4k_scale_min(b + 4, 2 * j + 1, &sc, &m);
+        st_q4k(y + 32, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), d * sc, dmin * m);
+    }
+}
+
+/* 32 signed 6-bit values: the first 16 scaled by d * sc[0], the next 16 by d * sc[1]. */
+INL void st_q6k(float *y, __m256i q, float d, const int8_t *sc)
+{
+    __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    for (int i = 0; i < 4; i++)
+        st_i8(y + 8 * i, i & 1 ? _mm_srli_si128(h[i / 2], 8) : h[i / 2],
+              _mm256_set1_ps(d * (float)sc[i / 2]));
+}
+
+INL void widen_q6_k(const uint8_t *b, float *y)
+{
+    uint16_t dh;
+    memcpy(&dh, b + 208, 2);
+    float d = _cvtsh_ss(dh);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    const __m256i m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    const int8_t *sc = (const int8_t *)(b + 192);
+    for (int n = 0; n < 2; n++, y += 128, sc += 8) {
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(b + 64 * n));
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(b + 64 * n + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * n));
+        /* 16-bit shifts are safe: every mask keeps bits that stay inside their byte. */
+        __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+        __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                     _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                     _mm256_and_si256(qh, m30));
+        __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                     _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        st_q6k(y, _mm256_sub_epi8(q1, k32), d, sc);
+        st_q6k(y + 32, _mm256_sub_epi8(q2, k32), d, sc + 2);
+        st_q6k(y + 64, _mm256_sub_epi8(q3, k32), d, sc + 4);
+        st_q6k(y + 96, _mm256_sub_epi8(q4, k32), d, sc + 6);
+    }
+}
+
+/* Row-at-a-time widening for the block types without a register path. */
+TGT static void widen_blocks(enum rs_ggml_type type, const uint8_t *src, uint32_t K, float *dst)
+{
+    if (type == RS_GGML_Q4_0)
+        for (uint32_t k = 0; k < K; k += 32)
+            widen_q4_0(src + (size_t)k / 32 * 18, dst + k);
+    else if (type == RS_GGML_Q4_K)
+        for (uint32_t k = 0; k < K; k += 256)
+            widen_q4_k(src + (size_t)k / 256 * 144, dst + k);
+    else
+        for (uint32_t k = 0; k < K; k += 256)
+            widen_q6_k(src + (size_t)k / 256 * 210, dst + k);
+}
+
+static int is_block_type(enum rs_ggml_type t)
+{
+    return t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q6_K;
+}
+
 /* Widens rows n .. n+nr-1 of w into panel rows of kpad floats (zero-padded). */
 TGT static void widen_rows(const struct kern_mat *w, uint32_t n, int nr, uint32_t kpad,
                            float *panel)
@@ -267,7 +383,9 @@ TGT static void widen_rows(const struct kern_mat *w, uint32_t n, int nr, uint32_
         const uint8_t *src = (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
         float *dst = panel + (size_t)r * kpad;
         uint32_t k = 0;
-        if (w->type == RS_GGML_Q8_0) {
+        if (is_block_type(w->type)) {
+            widen_blocks(w->type, src, K, dst);
+        } else if (w->type == RS_GGML_Q8_0) {
             for (; k < K; k += 32) {
                 const uint8_t *blk = src + (size_t)(k / 32) * Q8_BYTES;
                 __m256 d = q8_scale(blk);
@@ -377,6 +495,14 @@ TGT static void gemm_direct(const struct kern_mat *w, const float *x, size_t ldx
     }
 }
 
+void kern_widen_row_avx2(const struct kern_mat *w, uint32_t row, float *dst)
+{
+    if (is_block_type(w->type))
+        widen_blocks(w->type, (const uint8_t *)w->data + (size_t)row * w->row_bytes, w->cols, dst);
+    else /* exact conversions: the same bits either way */
+        kern_widen_row_portable(w, row, dst);
+}
+
 void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
                     float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
                     float *scratch)
@@ -385,7 +511,7 @@ void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32
         return;
     if (w->type == RS_GGML_F32)
         gemm_f32(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
-    else if (n_rows <= MR)
+    else if (n_rows <= MR && !is_block_type(w->type))
         gemm_direct(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
     else
         gemm_panel(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
@@ -623,6 +749,11 @@ void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
 void kern_swiglu_avx2(float *g, const float *u, uint32_t n)
 {
     kern_swiglu_portable(g, u, n);
+}
+
+void kern_widen_row_avx2(const struct kern_mat *w, uint32_t row, float *dst)
+{
+    kern_widen_row_portable(w, row, dst);
 }
 
 #endif

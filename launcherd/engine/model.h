@@ -67,7 +67,7 @@ typedef struct rs_model rs_model;
  * weights stay a read-only view of the mapping; threads are started).
  * opts may be NULL (defaults). Returns RS_OK, RS_EIO (file), RS_EINVAL
  * (malformed file or bad option), RS_EUNSUPPORTED (valid but not handled,
- * e.g. a Q4_K tensor or YaRN scaling), RS_ENOMEM; on failure a message naming
+ * e.g. a Q5_K tensor or YaRN scaling), RS_ENOMEM; on failure a message naming
  * the key or tensor is logged and written to err (may be NULL).
  * *out owns the model: rs_model_destroy it. Any thread.
  */

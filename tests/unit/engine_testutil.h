@@ -33,6 +33,94 @@ static inline const char *tu_mkmodel(const char *name, const char *args, char *p
     return path;
 }
 
+/* --- Q4_0 / Q4_K / Q6_K test blocks ----------------------------------------------------- */
+
+static inline uint64_t tu_rand(uint64_t *st)
+{
+    *st ^= *st << 13, *st ^= *st >> 7, *st ^= *st << 17;
+    return *st;
+}
+
+static inline void tu_put_f16(uint8_t *p, float v)
+{
+    uint16_t h = rs_quant_f16_from_f32(v);
+    memcpy(p, &h, 2);
+}
+
+/*
+ * n_blocks random blocks of `type` (Q4_0, Q4_K or Q6_K) at dst: random quants and
+ * scales, and finite f16 super-scales sized so the weights are about +-0.02 to 0.1.
+ */
+static inline void tu_random_blocks(enum rs_ggml_type type, uint8_t *dst, size_t n_blocks,
+                                    uint64_t *st)
+{
+    size_t bytes = rs_ggml_type_size(type);
+    for (size_t b = 0; b < n_blocks; b++, dst += bytes) {
+        for (size_t i = 0; i < bytes; i++)
+            dst[i] = (uint8_t)tu_rand(st);
+        float u = (float)(tu_rand(st) % 1000) / 1000.0f + 0.5f;
+        if (type == RS_GGML_Q4_0)
+            tu_put_f16(dst, 0.012f * u);
+        else if (type == RS_GGML_Q4_K) {
+            tu_put_f16(dst, 1.2e-4f * u);
+            tu_put_f16(dst + 2, 1.0e-4f * u);
+        } else
+            tu_put_f16(dst + 208, 2.5e-5f * u);
+    }
+}
+
+static inline float tu_f16_at(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return rs_quant_f16_to_f32(h);
+}
+
+/* Element i (0..255) of a Q4_K block, from the layout written out per element. */
+static inline float tu_q4k_value(const uint8_t *b, int i)
+{
+    const uint8_t *s = b + 4;
+    int sub = i / 32, byte = b[16 + 32 * (i / 64) + i % 32];
+    int q = (i % 64) < 32 ? byte & 15 : byte >> 4, sc, m;
+    if (sub < 4)
+        sc = s[sub] & 63, m = s[sub + 4] & 63;
+    else
+        sc = (s[sub + 4] & 15) | ((s[sub - 4] >> 6) << 4), m = (s[sub + 4] >> 4) | ((s[sub] >> 6) << 4);
+    /* The products are exact in double and in float; one rounding of the difference. */
+    return (float)((double)tu_f16_at(b) * sc * q - (double)tu_f16_at(b + 2) * m);
+}
+
+/* Element i (0..255) of a Q6_K block. */
+static inline float tu_q6k_value(const uint8_t *b, int i)
+{
+    int half = i / 128, r = i % 128, grp = r / 32, l = r % 32;
+    int lo = b[64 * half + l + (grp & 1) * 32];
+    lo = grp < 2 ? lo & 15 : lo >> 4;
+    int hi = (b[128 + 32 * half + l] >> (2 * grp)) & 3;
+    int sc = (int8_t)b[192 + 8 * half + l / 16 + 2 * grp];
+    return (float)((double)tu_f16_at(b + 208) * sc * ((lo | hi << 4) - 32));
+}
+
+/* Dequantizes n values of any type the engine takes into dst (test reference). */
+static inline void tu_dequant_row(enum rs_ggml_type type, const uint8_t *src, float *dst,
+                                  size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (type == RS_GGML_Q4_0) {
+            const uint8_t *b = src + i / 32 * 18;
+            int j = (int)(i % 32), q = j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4;
+            dst[i] = tu_f16_at(b) * (float)(q - 8);
+        } else if (type == RS_GGML_Q4_K) {
+            dst[i] = tu_q4k_value(src + i / 256 * 144, (int)(i % 256));
+        } else if (type == RS_GGML_Q6_K) {
+            dst[i] = tu_q6k_value(src + i / 256 * 210, (int)(i % 256));
+        } else {
+            rs_quant_row_to_f32(type, src, dst, n);
+            return;
+        }
+    }
+}
+
 /* One edit of tu_rewrite; unused fields zero. */
 struct tu_edit {
     const char *drop_tensor;  /* leave this tensor out */
@@ -43,6 +131,8 @@ struct tu_edit {
     enum rs_ggml_type type;
     const char *scale_prefix; /* multiply every F32 tensor whose name starts so by `scale` */
     float scale;
+    /* Per 2-D tensor name: a block type to replace it with random blocks, or RS_GGML_F32 to keep. */
+    enum rs_ggml_type (*randomize)(const char *name);
     void (*set)(rs_gguf_writer *w); /* extra metadata, written after the copied keys */
 };
 
@@ -79,7 +169,17 @@ static inline int tu_rewrite(const char *src, const char *dst, const struct tu_e
             ne[0] = e->ne0, ne[1] = e->ne1, data = NULL;
         if (e->type_tensor != NULL && strcmp(t->name, e->type_tensor) == 0)
             type = e->type, data = NULL;
-        size_t bytes = (size_t)rs_ggml_row_bytes(type, ne[0]) * ne[1] * ne[2] * ne[3];
+        enum rs_ggml_type rnd = e->randomize != NULL && ne[1] > 1 ? e->randomize(t->name)
+                                                                  : RS_GGML_F32;
+        size_t bytes = (size_t)rs_ggml_row_bytes(rnd != RS_GGML_F32 ? rnd : type, ne[0]) * ne[1] *
+                       ne[2] * ne[3];
+        if (rnd != RS_GGML_F32) {
+            uint64_t st = 0x51ed2701u + i;
+            uint8_t *buf = malloc(bytes);
+            tu_random_blocks(rnd, buf, bytes / rs_ggml_type_size(rnd), &st);
+            type = rnd;
+            data = owned[n_owned++] = buf;
+        }
         if (data == NULL || (e->scale_prefix != NULL && type == RS_GGML_F32 &&
                              strncmp(t->name, e->scale_prefix, strlen(e->scale_prefix)) == 0)) {
             void *buf = calloc(1, bytes ? bytes : 1);

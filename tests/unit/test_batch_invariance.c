@@ -15,6 +15,7 @@
 
 #include "launcherd/engine/model.h"
 #include "tests/rs_test.h"
+#include "tests/unit/engine_testutil.h"
 
 #define MAX_TOK 96
 #define MAX_SEQS 16
@@ -294,6 +295,27 @@ static int check_random(const char *type, const char *extra, int isa)
     return check_all(path, isa);
 }
 
+/* Q4_K attention, Q4_0 gate/up, Q6_K down and output, Q4_K embedding. */
+static enum rs_ggml_type kquant_mix(const char *name)
+{
+    if (strstr(name, "ffn_down") != NULL || strcmp(name, "output.weight") == 0)
+        return RS_GGML_Q6_K;
+    if (strstr(name, "ffn_gate") != NULL || strstr(name, "ffn_up") != NULL)
+        return RS_GGML_Q4_0;
+    return RS_GGML_Q4_K;
+}
+
+static int test_random_kquants_invariant(void)
+{
+    char base[512], path[512];
+    RS_CHECK(tu_mkmodel("kq-base", "--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 "
+                                   "--vocab 300 --type f32 --seed 3", base, sizeof(base)) != NULL);
+    snprintf(path, sizeof(path), "%s/kq.gguf", rs_test_tmpdir());
+    struct tu_edit e = {.randomize = kquant_mix};
+    RS_CHECK(tu_rewrite(base, path, &e) == 0);
+    return check_all(path, RS_MODEL_ISA_AUTO);
+}
+
 static int test_stories260k_invariant(void)
 {
     char path[1024];
@@ -343,5 +365,6 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_random_bf16_invariant),
     RS_TEST(test_random_q8_0_invariant),
     RS_TEST(test_random_q8_0_invariant_portable),
+    RS_TEST(test_random_kquants_invariant),
 };
 RS_TEST_MAIN(cases)

@@ -121,7 +121,7 @@ static double *ref_tensor(const struct ref_model *r, const char *name, const cha
     double *out = malloc(rows * cols * sizeof(double));
     float *row = malloc(cols * sizeof(float));
     for (size_t y = 0; y < rows; y++) {
-        rs_quant_row_to_f32(t->type, (const uint8_t *)t->data + y * rb, row, cols);
+        tu_dequant_row(t->type, (const uint8_t *)t->data + y * rb, row, cols);
         for (size_t x = 0; x < cols; x++)
             out[y * cols + x] = row[x];
     }
@@ -348,6 +348,28 @@ static int test_matches_reference_f16_bf16(void)
     return check_against_reference(path, RS_MODEL_ISA_AUTO);
 }
 
+static enum rs_ggml_type kquant_mix(const char *name)
+{
+    if (strstr(name, "ffn_down") != NULL || strstr(name, "attn_v") != NULL)
+        return RS_GGML_Q6_K;
+    if (strstr(name, "ffn_gate") != NULL || strcmp(name, "token_embd.weight") == 0)
+        return RS_GGML_Q4_0;
+    return RS_GGML_Q4_K;
+}
+
+/* Q4_0, Q4_K and Q6_K weights (random blocks) through both variants vs the reference. */
+static int test_matches_reference_q4_0_q4_k_q6_k(void)
+{
+    char base[512], path[512];
+    RS_CHECK(tu_mkmodel("kq-base", "--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 "
+                                   "--vocab 300 --type f32 --seed 4", base, sizeof(base)) != NULL);
+    snprintf(path, sizeof(path), "%s/kq.gguf", rs_test_tmpdir());
+    struct tu_edit e = {.randomize = kquant_mix};
+    RS_CHECK(tu_rewrite(base, path, &e) == 0);
+    RS_CHECK(check_against_reference(path, RS_MODEL_ISA_AUTO) == 0);
+    return check_against_reference(path, RS_MODEL_ISA_PORTABLE);
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_stories260k_greedy_ids),
     RS_TEST(test_stories260k_greedy_ids_portable),
@@ -355,5 +377,6 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_matches_reference_rope_scaling_gqa),
     RS_TEST(test_matches_reference_q8_0_tied),
     RS_TEST(test_matches_reference_f16_bf16),
+    RS_TEST(test_matches_reference_q4_0_q4_k_q6_k),
 };
 RS_TEST_MAIN(cases)

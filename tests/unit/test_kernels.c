@@ -13,6 +13,7 @@
 #include "common/quant.h"
 #include "launcherd/engine/kernels.h"
 #include "tests/rs_test.h"
+#include "tests/unit/engine_testutil.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
@@ -22,9 +23,21 @@ static float frand(void) /* uniform in [-1, 1) */
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-static const enum rs_ggml_type types[] = {RS_GGML_F32, RS_GGML_F16, RS_GGML_BF16, RS_GGML_Q8_0};
+static const enum rs_ggml_type types[] = {RS_GGML_F32,  RS_GGML_F16,  RS_GGML_BF16, RS_GGML_Q8_0,
+                                           RS_GGML_Q4_0, RS_GGML_Q4_K, RS_GGML_Q6_K};
+#define N_TYPES (sizeof(types) / sizeof(types[0]))
 
-/* A rows x cols matrix of `type` with random values; *deq gets the exact F32 values. */
+/* K rounded up to a whole number of the type's blocks. */
+static uint32_t fit_cols(enum rs_ggml_type t, uint32_t K)
+{
+    uint32_t b = (uint32_t)rs_ggml_block_size(t);
+    return (K + b - 1) / b * b;
+}
+
+/*
+ * A rows x cols matrix of `type` with random values; *deq gets its values as
+ * the test's own dequantizer (engine_testutil.h) reads them.
+ */
 static struct kern_mat make_mat(enum rs_ggml_type type, uint32_t rows, uint32_t cols, float **deq)
 {
     struct kern_mat m = {NULL, type, rows, cols, (size_t)rs_ggml_row_bytes(type, cols)};
@@ -33,10 +46,13 @@ static struct kern_mat make_mat(enum rs_ggml_type type, uint32_t rows, uint32_t 
     *deq = malloc((size_t)rows * cols * sizeof(float));
     for (size_t i = 0; i < (size_t)rows * cols; i++)
         src[i] = frand();
-    for (uint32_t r = 0; r < rows; r++) {
-        rs_quant_row_from_f32(type, src + (size_t)r * cols, data + r * m.row_bytes, cols);
-        rs_quant_row_to_f32(type, data + r * m.row_bytes, *deq + (size_t)r * cols, cols);
-    }
+    if (rs_quant_supported(type))
+        for (uint32_t r = 0; r < rows; r++)
+            rs_quant_row_from_f32(type, src + (size_t)r * cols, data + r * m.row_bytes, cols);
+    else
+        tu_random_blocks(type, data, rows * m.row_bytes / rs_ggml_type_size(type), &rng);
+    for (uint32_t r = 0; r < rows; r++)
+        tu_dequant_row(type, data + r * m.row_bytes, *deq + (size_t)r * cols, cols);
     free(src);
     m.data = data;
     return m;
@@ -60,11 +76,9 @@ static int check_gemm_vs_reference(enum kern_isa isa)
 {
     static const uint32_t shapes[][3] = {{1, 7, 5}, {3, 64, 9}, {5, 172, 13}, {17, 96, 8},
                                          {2, 8, 4},  {4, 33, 6}, {1, 200, 1}};
-    for (size_t ti = 0; ti < 4; ti++)
+    for (size_t ti = 0; ti < N_TYPES; ti++)
         for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
-            uint32_t M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
-            if (types[ti] == RS_GGML_Q8_0)
-                K = (K + 31) / 32 * 32;
+            uint32_t M = shapes[si][0], K = fit_cols(types[ti], shapes[si][1]), N = shapes[si][2];
             float *deq, *x = rand_vec((size_t)M * K), *y = calloc((size_t)M * N, sizeof(float));
             struct kern_mat w = make_mat(types[ti], N, K, &deq);
             float *scr = malloc(kern_gemm_scratch_floats(K) * sizeof(float));
@@ -103,7 +117,7 @@ static int test_gemm_avx2_matches_portable(void)
 {
     if (!have_avx2())
         return 0;
-    for (size_t ti = 0; ti < 4; ti++) {
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
         uint32_t M = 9, K = 256, N = 11;
         float *deq, *x = rand_vec((size_t)M * K);
         float *a = calloc((size_t)M * N, sizeof(float)), *b = calloc((size_t)M * N, sizeof(float));
@@ -132,8 +146,8 @@ static int test_gemm_avx2_matches_portable(void)
  */
 static int check_rows_invariant(enum kern_isa isa)
 {
-    for (size_t ti = 0; ti < 4; ti++) {
-        uint32_t M = 23, K = types[ti] == RS_GGML_Q8_0 ? 160 : 148, N = 19;
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        uint32_t M = 23, K = fit_cols(types[ti], 148), N = 19;
         float *deq, *x = rand_vec((size_t)M * K);
         struct kern_mat w = make_mat(types[ti], N, K, &deq);
         struct kern_mat wf = {deq, RS_GGML_F32, N, K, (size_t)K * 4};
@@ -307,13 +321,34 @@ static int test_rmsnorm_and_swiglu_match_reference(void)
     return 0;
 }
 
+/* Every variant widens every type to exactly the values the test's own dequantizer reads. */
+static int test_widen_matches_reference_dequantizer(void)
+{
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        uint32_t K = fit_cols(types[ti], 520), N = 5;
+        float *deq, *row = malloc(K * sizeof(float));
+        struct kern_mat w = make_mat(types[ti], N, K, &deq);
+        for (int isa = 0; isa <= (have_avx2() ? 1 : 0); isa++)
+            for (uint32_t n = 0; n < N; n++) {
+                kern_widen_row((enum kern_isa)isa, &w, n, row);
+                for (uint32_t k = 0; k < K; k++)
+                    RS_CHECK_MSG(memcmp(&row[k], &deq[(size_t)n * K + k], 4) == 0,
+                                 "%s %s row %u [%u]: %g vs %g", kern_isa_name((enum kern_isa)isa),
+                                 rs_ggml_type_name(types[ti]), n, k, row[k], deq[(size_t)n * K + k]);
+            }
+        free(deq), free(row), free((void *)w.data);
+    }
+    return 0;
+}
+
 static int test_isa_detection_is_consistent(void)
 {
     RS_CHECK(kern_isa_supported(KERN_PORTABLE));
     enum kern_isa best = kern_isa_detect();
     RS_CHECK(kern_isa_supported(best));
     RS_CHECK(strcmp(kern_isa_name(KERN_AVX2), "avx2") == 0);
-    RS_CHECK(kern_type_supported(RS_GGML_Q8_0) && !kern_type_supported(RS_GGML_Q4_K));
+    RS_CHECK(kern_type_supported(RS_GGML_Q8_0) && kern_type_supported(RS_GGML_Q4_K));
+    RS_CHECK(!kern_type_supported(RS_GGML_Q5_K) && !kern_type_supported(RS_GGML_Q4_1));
     return 0;
 }
 
@@ -327,6 +362,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_attention_matches_reference),
     RS_TEST(test_rope_rotates_adjacent_pairs),
     RS_TEST(test_rmsnorm_and_swiglu_match_reference),
+    RS_TEST(test_widen_matches_reference_dequantizer),
     RS_TEST(test_isa_detection_is_consistent),
 };
 RS_TEST_MAIN(cases)

@@ -105,8 +105,8 @@ static int test_wrong_shape_is_named(void)
 
 static int test_unsupported_type_is_named(void)
 {
-    struct tu_edit e = {.type_tensor = "blk.0.attn_q.weight", .type = RS_GGML_Q4_0};
-    if (expect_refusal(&e, RS_EUNSUPPORTED, "blk.0.attn_q.weight has type Q4_0") != 0)
+    struct tu_edit e = {.type_tensor = "blk.0.attn_q.weight", .type = RS_GGML_Q4_1};
+    if (expect_refusal(&e, RS_EUNSUPPORTED, "blk.0.attn_q.weight has type Q4_1") != 0)
         return 1;
     struct tu_edit n = {.type_tensor = "blk.1.ffn_norm.weight", .type = RS_GGML_Q8_0};
     return expect_refusal(&n, RS_EUNSUPPORTED, "blk.1.ffn_norm.weight");
