@@ -26,6 +26,7 @@ struct launcher_opts {
     int n_threads;    /* model threads; 0 = every CPU this process may use */
     int isa;          /* RS_MODEL_ISA_* */
     char group[64];   /* runtime directory group ("" = owner only), as the frontends' --group */
+    unsigned spin_us; /* after a batch, poll the batch ring this long before sleeping (0: off) */
 };
 
 /* What one processed batch did (for the loop's doorbells, logs and the benches). */
@@ -47,6 +48,7 @@ struct launcher {
     uint32_t n_eog;
     uint32_t n_vocab;
     uint64_t load_ns;           /* weight load + KV allocation time */
+    uint64_t spin_ns;           /* launcher_opts.spin_us in ns */
 
     /* per-batch scratch, sized from the configuration (max_seqs, n_ctx, n_vocab) */
     struct rs_model_seq *seqs;  /* the seqs passed to the model (refused ones left out) */

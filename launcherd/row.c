@@ -168,6 +168,10 @@ int launcher_row(struct launcher *l, uint64_t batch_id, const struct rs_pipe_bat
     if (tok < 0)
         return 0;
     rs_err rc = rs_arena_append(l->p->tokens, ref, &tok, 1);
+    /* Sealed, the tail chunk is linked to the record, so postprocd's rs_arena_free_record
+     * returns it; left reserved by this live incarnation, nothing would ever free it. */
+    if (rc == RS_OK)
+        rc = rs_arena_seal(l->p->tokens, ref);
     if (rc != RS_OK) {
         if (rc != RS_ESTALE)
             launcher_fail_request(l, batch_id, ref, rs_strerror(rc));

@@ -8,8 +8,13 @@
  * killed in between gets the batch again on restart (at-least-once) and,
  * being a new incarnation, answers KV_LOST: schedulerd may then see two
  * results for one batch id, the second KV_LOST, which it handles like a
- * launcher change. Leaves out: what a batch does (step.c, row.c).
+ * launcher change. With --spin-us, the loop keeps polling the ring (no
+ * sleep) for that long after each batch, so a batch committed right after
+ * the previous result is picked up without a doorbell's latency (DESIGN.md
+ * principle 7: a bounded spin, off by default). Leaves out: what a batch
+ * does (step.c, row.c).
  */
+#include <sched.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -110,6 +115,7 @@ static int serve_batches(struct launcher *l, struct rs_pipe_doors *d)
 int launcher_serve(struct launcher *l, struct rs_pipe_doors *doors)
 {
     int busy = 0;
+    uint64_t spin_until = 0;
     while (!rs_daemon_should_stop()) {
         rs_role_heartbeat(l->p->role);
         rs_daemon_watchdog();
@@ -117,13 +123,18 @@ int launcher_serve(struct launcher *l, struct rs_pipe_doors *doors)
             rs_log_error("fenced: a newer launcherd incarnation holds the role; exiting");
             return 1;
         }
-        wait_doorbells(l, doors, busy ? 0 : TICK_MS);
+        if (spin_until != 0 && rs_clock_ns() < spin_until)
+            sched_yield(); /* spinning: the doorbells wait in the inbox; let the planner run */
+        else
+            wait_doorbells(l, doors, busy ? 0 : TICK_MS);
         int n = serve_batches(l, doors);
         if (n < 0) {
             if (!rs_role_current(l->p->role))
                 rs_log_error("fenced: a newer launcherd incarnation holds the role; exiting");
             return 1;
         }
+        if (n > 0 && l->spin_ns > 0)
+            spin_until = rs_clock_ns() + l->spin_ns;
         busy = n > 0;
     }
     return 0;

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -44,6 +45,9 @@ struct ld {
     const char *failpoint;        /* RS_FAILPOINT for the next ld_spawn (NULL: none) */
     pid_t pid;                    /* running launcherd, 0 = none */
     int died;                     /* launcherd exited while the driver waited for a result */
+    uint64_t last_planned_ns;     /* planned_ns of the last batch ld_commit wrote */
+    uint64_t last_seen_ns;        /* when ld_result last returned a record */
+    uint64_t spin_ns;             /* ld_result polls the ring this long before sleeping */
     uint32_t inc;                 /* its incarnation once ready */
     struct rs_pipe *sched, *tok;  /* the roles this driver plays */
     void *zctx;
@@ -327,7 +331,7 @@ static inline int ld_commit(struct ld *d, const struct ld_seq *seqs, uint32_t n,
             return ld_fail("commit", "request list shorter than the seq");
         off += s->n_tokens;
     }
-    b->planned_ns = rs_clock_ns();
+    b->planned_ns = d->last_planned_ns = rs_clock_ns();
     *id = b->batch_id;
     if (rs_ring_commit(d->sched->batches, &wr, b->batch_id,
                        (uint32_t)rs_pipe_batch_bytes(n, total)) != RS_OK)
@@ -355,12 +359,13 @@ static inline int ld_exited(struct ld *d)
  */
 static inline const struct rs_pipe_result *ld_result(struct ld *d, int timeout_ms)
 {
-    uint64_t deadline = rs_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t start = rs_clock_ns(), deadline = start + (uint64_t)timeout_ms * 1000000ull;
     struct rs_wire_door door;
     for (;;) {
         struct rs_ring_rd rd;
         rs_err rc = rs_ring_try_get(d->sched->results, &rd);
         if (rc == RS_OK) {
+            d->last_seen_ns = rs_clock_ns();
             char err[256];
             int ok = rd.len <= sizeof(d->batch_buf) &&
                      rs_pipe_result_check(d->sched, rd.data, rd.len, err, sizeof(err)) == RS_OK;
@@ -375,7 +380,10 @@ static inline const struct rs_pipe_result *ld_result(struct ld *d, int timeout_m
             return NULL;
         if (ld_exited(d))
             continue; /* one more look: it may have committed just before exiting */
-        rs_pipe_door_recv(&d->doors, &door, 10);
+        if (rs_clock_ns() - start >= d->spin_ns)
+            rs_pipe_door_recv(&d->doors, &door, 10);
+        else
+            sched_yield();
     }
 }
 
