@@ -117,6 +117,28 @@ static int outputs(const struct ld_req *q, int32_t *out, uint32_t cap)
     return m;
 }
 
+/*
+ * Frees the requests as postprocd does (token arena only) and audits both
+ * arenas: every chunk must be free again, so nothing the launcher wrote (its
+ * token tails, logprob lists, a killed incarnation's leftovers) leaks.
+ */
+static int no_chunk_leaks(const struct ld_req *qs, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        RS_CHECK(rs_arena_free_record(D.sched->tokens, D.sched->requests, qs[i].ref,
+                                      RS_PIPE_REQ_RUNNING) == RS_OK);
+    rs_arena *arenas[2] = {D.sched->tokens, D.sched->logprobs};
+    for (int k = 0; k < 2; k++) {
+        struct rs_arena_stats st;
+        RS_CHECK(rs_arena_recover(arenas[k]) == RS_OK);
+        RS_CHECK(rs_arena_check(arenas[k], &st) == RS_OK);
+        RS_CHECK_MSG(st.n_free == st.n_chunks, "arena %d: %llu of %u chunks free (%llu reserved, "
+                     "%llu linked)", k, (unsigned long long)st.n_free, st.n_chunks,
+                     (unsigned long long)st.n_reserved, (unsigned long long)st.n_linked);
+    }
+    return 0;
+}
+
 static uint64_t counter(unsigned i)
 {
     return atomic_load(&D.sched->metrics->stage[RS_PIPE_STAGE_LAUNCHERD].counter[i]);
@@ -145,6 +167,11 @@ static int test_greedy_decode_reproduces_published_ids(void)
     RS_CHECK(counter(RS_M_LAU_SAMPLED) == N_REF && counter(RS_M_LAU_STEPS) == N_REF);
     RS_CHECK(log_has("loaded in", "backend cpu"));
     RS_CHECK(log_has("ready", "after opening the pipeline"));
+    /* the tail chunk is sealed: the free alone returns every chunk, no audit needed */
+    RS_CHECK(rs_arena_free_record(D.sched->tokens, D.sched->requests, q.ref,
+                                  RS_PIPE_REQ_RUNNING) == RS_OK);
+    struct rs_arena_stats st;
+    RS_CHECK(rs_arena_check(D.sched->tokens, &st) == RS_OK && st.n_free == st.n_chunks);
     RS_CHECK(ld_stop(&D, SIGTERM) == 0);
     ld_close(&D);
     return 0;
@@ -268,6 +295,7 @@ static int test_companions_match_in_process_sampling(void)
     for (int i = 0; i < N; i++)
         RS_CHECK_MSG(same_as_in_process(&q[i], &sp[i], OUT, i == 0 ? expect : NULL) == 0,
                      "request %d", i);
+    RS_CHECK(no_chunk_leaks(q, N) == 0);
     ld_close(&D);
     return 0;
 }
@@ -366,6 +394,7 @@ static int test_sigkill_mid_step_then_reprefill_continues(void)
     for (int i = 0; i < N_REF; i++)
         RS_CHECK_MSG(got[i] == expect[i], "output %d: %d, published %d", i, got[i], expect[i]);
     RS_CHECK(same_as_in_process(&q[1], &sp2, 200, NULL) == 0);
+    RS_CHECK(no_chunk_leaks(q, 2) == 0);
     ld_close(&D);
     return 0;
 }
@@ -427,6 +456,7 @@ static int test_failpoints_then_reprefill_continue(void)
     RS_CHECK(same_as_in_process(&q[0], &sp[0], N_REF, expect) == 0);
     RS_CHECK(same_as_in_process(&q[1], &sp[1], 150, NULL) == 0);
     RS_CHECK(same_as_in_process(&q[2], &sp[2], 150, NULL) == 0);
+    RS_CHECK(no_chunk_leaks(q, 3) == 0);
     D.failpoint = NULL;
     ld_close(&D);
     return 0;
