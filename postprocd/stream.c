@@ -176,8 +176,8 @@ static void request(struct postd *d, struct rs_table_ref ref, uint32_t state, ui
 {
     struct rs_pipe_req *r = rs_pipe_req_at(d->p, ref.index);
     struct postd_slot *s = slot_of(d, ref);
-    struct rs_pipe_cursor c = *rs_pipe_cursor_cur(r);
-    if (c.final_sent) {
+    const struct rs_pipe_cursor *cur = rs_pipe_cursor_cur(r); /* only this process writes it */
+    if (cur->final_sent) {
         if (s->final_at_ns == 0)
             s->final_at_ns = now; /* sent before a restart: the linger starts again */
         if (now - s->final_at_ns >= d->linger_ns)
@@ -195,6 +195,10 @@ static void request(struct postd *d, struct rs_table_ref ref, uint32_t state, ui
     /* State was read before the length: FINISHED means the list is final (no more appends). */
     if (rs_arena_len(d->p->tokens, ref, &len) != RS_OK || len < r->n_prompt)
         return;
+    int idle = cur->n_done >= len - r->n_prompt || cur->stop.matched || failed_here;
+    if (idle && state != RS_PIPE_REQ_FINISHED)
+        return; /* the common case on a pass: nothing new for this request */
+    struct rs_pipe_cursor c = *cur;
     if (!failed_here && advance(d, ref, r, &c, len - r->n_prompt, now) != RS_OK)
         return;
     if (state == RS_PIPE_REQ_FINISHED && postd_send_final(d, ref, r, &c, now) == RS_OK)
