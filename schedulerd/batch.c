@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/wire_server.h"
+#include "ipc/failpoint.h"
 #include "schedulerd/sched.h"
 
 /* Writes one sequence and its tokens; 0 when its tokens could not be read. */
@@ -93,6 +94,7 @@ static int commit(struct sched *s, struct rs_ring_wr *w, struct rs_pipe_batch *b
     uint64_t id = atomic_fetch_add_explicit(&s->p->shared->next_batch, 1, memory_order_acq_rel);
     for (uint32_t i = 0; i < s->n_flight; i++)
         rs_pipe_req_at(s->p, s->flight[i])->inflight_batch = id;
+    RS_FAILPOINT("sched.batch.marked");
     b->batch_id = id;
     b->launcher_inc = s->kv_inc;
     b->n_seqs = s->n_flight;
@@ -102,6 +104,7 @@ static int commit(struct sched *s, struct rs_ring_wr *w, struct rs_pipe_batch *b
     uint64_t plan_ns = b->planned_ns - t0;
     rs_gauge_set(&s->m->counter[RS_M_SCH_PLAN_NS_LAST], plan_ns);
     rs_hist_add(&s->m->hist[RS_H_SCH_PLAN], plan_ns / 1000);
+    sched_gauges(s); /* before the commit: whoever sees the batch sees the KV figures of its plan */
     rs_err rc = rs_ring_commit(s->p->batches, w, id,
                                (uint32_t)rs_pipe_batch_bytes(s->n_flight, n_tokens));
     if (rc != RS_OK) {
@@ -112,6 +115,7 @@ static int commit(struct sched *s, struct rs_ring_wr *w, struct rs_pipe_batch *b
         result_clear_flight(s);
         return 0;
     }
+    RS_FAILPOINT("sched.batch.committed");
     s->inflight_id = id;
     s->inflight_ns = b->planned_ns;
     s->inflight_guess = 0;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "ipc/failpoint.h"
 #include "schedulerd/sched.h"
 
 #define META_VALID 1ull
@@ -265,6 +266,7 @@ uint32_t kv_block_register(struct kv_block_pool *kv, uint32_t b, uint64_t hash,
     atomic_store_explicit(&m->hash, hash, memory_order_relaxed);
     m->tok_hash = tok_hash;
     m->parent = parent;
+    RS_FAILPOINT("sched.kv.register");
     /* P: a reader (our rebuild) acquiring a valid word sees the payload above. */
     atomic_store_explicit(&m->word, meta_word(kv->inc), memory_order_release);
     map_put(kv, hash, b);

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/wire_server.h"
+#include "ipc/failpoint.h"
 #include "schedulerd/sched.h"
 
 static uint32_t min_u32(uint32_t a, uint32_t b)
@@ -160,6 +161,7 @@ static int admit_commit(struct sched *s, uint32_t idx, uint32_t n_hit, uint32_t 
     r->run_slot = slot;
     r->n_computed = hit_tok;
     r->inflight_batch = 0;
+    RS_FAILPOINT("sched.admit.row");
     uint64_t now = rs_clock_ns();
     if (r->scheduled_ns == 0) { /* first admission: usage and queue wait */
         r->scheduled_ns = now;
@@ -182,6 +184,7 @@ static int admit_commit(struct sched *s, uint32_t idx, uint32_t n_hit, uint32_t 
         sr->st = SR_NONE;
         return 0;
     }
+    RS_FAILPOINT("sched.admit.running");
     waitq_remove(s, idx);
     sr->st = SR_RUNNING;
     sr->slot = slot;

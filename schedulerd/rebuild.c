@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/failpoint.h"
 #include "schedulerd/sched.h"
 
 /* The slot whose row names ref, trying the record's run_slot first; SCHED_NONE if none. */
@@ -105,6 +106,7 @@ static rs_err rebuild_requests(struct sched *s, uint32_t *ref_count, uint32_t *s
                                                  : req_adopt(s, ref);
         if (rc == RS_ESTALE && s->fenced)
             return rc;
+        RS_FAILPOINT("sched.rebuild.record");
     }
     s->n_free_slots = 0;
     for (uint32_t slot = s->cfg.max_seqs; slot-- > 0;) {

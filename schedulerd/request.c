@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/wire_server.h"
+#include "ipc/failpoint.h"
 #include "schedulerd/sched.h"
 
 static struct rs_table_ref ref_of(const struct sched *s, uint32_t idx)
@@ -98,6 +99,7 @@ void req_row_append(struct sched *s, uint32_t idx, uint32_t b)
     struct sreq *sr = &s->req[idx];
     struct rs_pipe_kvrow *row = rs_pipe_kvrow_at(s->p, sr->slot);
     row->blocks[sr->n_blocks] = b;
+    RS_FAILPOINT("sched.row.append");
     sr->n_blocks++;
     atomic_store_explicit(&row->n_blocks, sr->n_blocks, memory_order_release);
 }
@@ -145,6 +147,7 @@ rs_err req_finish(struct sched *s, uint32_t idx, uint32_t word)
     rs_err rc = transition(s, idx, from, RS_PIPE_REQ_FINISHED);
     if (rc == RS_ESTALE && s->fenced)
         return rc;
+    RS_FAILPOINT("sched.finish.moved");
     if (sr->st == SR_RUNNING)
         drop_kv(s, idx);
     else
@@ -175,6 +178,7 @@ rs_err req_preempt(struct sched *s, uint32_t idx, int count)
         }
         return rc;
     }
+    RS_FAILPOINT("sched.preempt.moved");
     /* WAITING is still ours: these writes may follow the transition. */
     r->n_computed = 0;
     r->run_slot = RS_PIPE_NO_SLOT;
@@ -225,6 +229,7 @@ rs_err req_reset_all(struct sched *s, uint32_t inc)
         rs_err rc = req_preempt(s, s->run[s->n_run - 1], 0);
         if (rc == RS_ESTALE && s->fenced)
             return rc;
+        RS_FAILPOINT("sched.reset.preempted");
     }
     kv_block_forget_all(&s->kv, inc);
     /* Last: until this store a restart redoes the reset. */

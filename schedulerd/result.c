@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/wire_server.h"
+#include "ipc/failpoint.h"
 #include "schedulerd/sched.h"
 
 static void apply_row(struct sched *s, const struct rs_pipe_result *res,
@@ -60,10 +61,11 @@ void result_clear_flight(struct sched *s)
         struct sreq *sr = &s->req[idx];
         if (sr->st == SR_NONE)
             continue;
-        if (sr->in_batch) { /* no row answered it: refresh what the launcher may have done */
-            rs_arena_len(s->p->tokens, (struct rs_table_ref){idx, sr->gen}, &sr->len);
-            sr->next_tok = -1;
-        }
+        if (!sr->in_batch)
+            continue; /* its row was applied, which cleared its mark */
+        /* no row answered it: refresh what the launcher may have done */
+        rs_arena_len(s->p->tokens, (struct rs_table_ref){idx, sr->gen}, &sr->len);
+        sr->next_tok = -1;
         rs_pipe_req_at(s->p, idx)->inflight_batch = 0;
         sr->in_batch = 0;
     }
@@ -92,8 +94,10 @@ static int finish_flight(struct sched *s)
 static int apply(struct sched *s, const struct rs_pipe_result *res)
 {
     const struct rs_pipe_result_row *rows = rs_pipe_result_rows(res);
-    for (uint32_t i = 0; i < res->n_rows; i++)
+    for (uint32_t i = 0; i < res->n_rows; i++) {
         apply_row(s, res, &rows[i]);
+        RS_FAILPOINT("sched.apply.row");
+    }
     if (res->status != RS_PIPE_RESULT_OK)
         rs_log_req(RS_LOG_WARN, RS_LOG_NOID, res->batch_id, "result status %s (launcher %u)",
                    res->status == RS_PIPE_RESULT_KV_LOST ? "kv_lost" : "error",
@@ -133,6 +137,7 @@ static int take_one(struct sched *s, int *got)
         if (applied < 0)
             return applied;
         applied = 1;
+        RS_FAILPOINT("sched.apply.done");
     }
     if (*got && rs_ring_release(s->p->results, &rd) == RS_ESTALE)
         return sched_fence(s);
