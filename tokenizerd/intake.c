@@ -156,22 +156,38 @@ static rs_err commit(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer 
     return rc == RS_ESTALE ? RS_ESTALE : RS_EIO;
 }
 
-/* Answers a generate whose id is already in flight. */
-static void answer_duplicate(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
-                             const struct rs_wire_client_msg *m, struct rs_table_ref ref,
-                             uint64_t hash)
+/*
+ * A generate whose (client, id) names a published record. The same content
+ * is a resend: acknowledged again, never run twice (also after its final,
+ * since a client whose ack was lost cannot tell). Different content is a
+ * new request reusing the id once the old one is over (final sent: its
+ * lingering output is released now, so one id never names two records);
+ * while the old one is still running it is refused as `duplicate`.
+ * Returns 1 when answered, 0 when the caller should run it as new.
+ */
+static int answer_existing(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
+                           const struct rs_wire_client_msg *m, struct rs_table_ref ref,
+                           uint64_t hash)
 {
-    const struct rs_pipe_req *r = rs_pipe_req_at(t->p, ref.index);
-    if (r->intake_hash != hash) {
-        tokd_reply_error(t, sock, peer, m->id, RS_WIRE_DUPLICATE, "request id '%s' is in "
-                         "flight with different content (handle %llu)", m->id,
-                         (unsigned long long)r->handle);
-        return;
+    struct rs_pipe_req *r = rs_pipe_req_at(t->p, ref.index);
+    if (r->intake_hash == hash) {
+        metric(t, RS_M_TOK_DUPLICATES, 1);
+        rs_log_req(RS_LOG_INFO, r->handle, RS_LOG_NOID, "resent request '%s' acknowledged "
+                   "again", r->id);
+        send_ack(t, sock, peer, r);
+        return 1;
     }
-    metric(t, RS_M_TOK_DUPLICATES, 1);
-    rs_log_req(RS_LOG_INFO, r->handle, RS_LOG_NOID, "resent request '%s' acknowledged again",
-               r->id);
-    send_ack(t, sock, peer, r);
+    uint32_t state, gen, owner;
+    rs_table_peek(t->p->requests, ref.index, &state, &gen, &owner);
+    if (gen == ref.gen && state == RS_PIPE_REQ_FINISHED && rs_pipe_cursor_cur(r)->final_sent) {
+        rs_log_req(RS_LOG_INFO, r->handle, RS_LOG_NOID, "request id '%s' reused after its "
+                   "final: releasing the old output now", r->id);
+        rs_arena_free_record(t->p->tokens, t->p->requests, ref, RS_PIPE_REQ_FINISHED);
+        return 0; /* freed here, or by postprocd meanwhile: either way gone */
+    }
+    tokd_reply_error(t, sock, peer, m->id, RS_WIRE_DUPLICATE, "request id '%s' is in flight "
+                     "with different content (handle %llu)", m->id, (unsigned long long)r->handle);
+    return 1;
 }
 
 static int check_client(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
@@ -207,10 +223,9 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
     struct dedup_key key = {.tcp = tcp, .client = peer->id, .client_len = peer->len,
                             .id = m->id, .id_len = (uint32_t)strlen(m->id)};
     struct rs_table_ref ref;
-    if (dedup_find(t->index, p->requests, &key, &ref)) {
-        answer_duplicate(t, sock, peer, m, ref, hash);
+    if (dedup_find(t->index, p->requests, &key, &ref) &&
+        answer_existing(t, sock, peer, m, ref, hash))
         return RS_OK;
-    }
     uint32_t n_prompt = n_ids;
     if ((g->has & RS_WIRE_GEN_PROMPT) && tokenize_prompt(t, sock, peer, m, &n_prompt))
         return RS_OK;

@@ -376,6 +376,41 @@ static int test_bad_requests_get_their_codes_while_good_ones_flow(void)
     return teardown(&e);
 }
 
+/*
+ * Once a request's final was sent, its id may name a new request (different
+ * content): the old record is released and a new one runs; the same content
+ * is still a resend.
+ */
+static int reuse_after_final(struct env *e, struct fx_client *c)
+{
+    struct rs_wire_client_msg m;
+    struct rs_wire_ack old, fresh, again;
+    struct rs_table_ref ref;
+    while (rs_pipe_door_recv(&e->doors, &door, 100) == RS_OK) {
+    }
+    fx_generate(&m, "reuse", "First story.");
+    RS_CHECK(fx_send(c, &m) == 0 && expect_ack(c, "reuse", &old) == 0 && expect_ready(e, &ref) == 0);
+    RS_CHECK(rs_table_transition(e->sched->requests, ref, RS_PIPE_REQ_WAITING,
+                                 RS_PIPE_REQ_FINISHED) == RS_OK);
+    RS_CHECK(fx_send(c, &m) == 0 && expect_ack(c, "reuse", &again) == 0); /* a late resend */
+    RS_CHECK(again.handle == old.handle);
+    fx_generate(&m, "reuse", "Second story.");
+    RS_CHECK(fx_send(c, &m) == 0 && expect_error(c, "reuse", RS_WIRE_DUPLICATE) == 0);
+    struct rs_pipe_req *r = rs_pipe_req_at(e->sched, ref.index); /* postprocd sent the final */
+    r->cursor[1] = r->cursor[0];
+    r->cursor[1].final_sent = 1;
+    atomic_store(&r->cursor_idx, 1);
+    uint32_t before = count_published(e->sched);
+    RS_CHECK(fx_send(c, &m) == 0 && expect_ack(c, "reuse", &fresh) == 0);
+    RS_CHECK(fresh.handle > old.handle && count_published(e->sched) == before);
+    uint32_t state;
+    void *rec;
+    RS_CHECK(rs_table_get(e->sched->requests, ref, &state, &rec) == RS_ESTALE); /* released */
+    RS_CHECK(fx_send(c, &m) == 0 && expect_ack(c, "reuse", &again) == 0);
+    RS_CHECK(again.handle == fresh.handle);
+    return 0;
+}
+
 static int test_resend_is_acked_again_not_run_twice(void)
 {
     struct env e;
@@ -415,6 +450,7 @@ static int test_resend_is_acked_again_not_run_twice(void)
     RS_CHECK(a2.handle > a3.handle);
     struct rs_metrics_block *mb = &e.sched->metrics->stage[RS_PIPE_STAGE_TOKENIZERD];
     RS_CHECK(atomic_load(&mb->counter[RS_M_TOK_DUPLICATES]) >= 1);
+    RS_CHECK(reuse_after_final(&e, &c) == 0);
     fx_client_close(&c);
     fx_client_close(&other);
     return teardown(&e);
