@@ -37,6 +37,7 @@ void launcher_fail_request(struct launcher *l, uint64_t batch_id, struct rs_tabl
     uint32_t word = rs_pipe_finish_make(RS_WIRE_FINISH_ERROR, RS_PIPE_STAGE_LAUNCHERD,
                                         RS_WIRE_INTERNAL);
     int set = rs_pipe_finish_set(r, word);
+    rs_counter_add(&metrics(l)->counter[RS_M_LAU_SEQ_ERRORS], 1);
     rs_log_req(RS_LOG_ERROR, r->handle, batch_id, "request failed%s: %s",
                set ? "" : " (it was already finishing)", why);
 }
@@ -75,6 +76,18 @@ static void apply_stop(struct launcher *l, uint64_t batch_id, struct rs_pipe_req
     }
 }
 
+/*
+ * A list write refused as stale: nothing to do when the record is gone or
+ * this incarnation is fenced; otherwise another live process holds the list
+ * (a writer that never sealed it), which no retry fixes, so the request fails.
+ */
+static void write_refused(struct launcher *l, uint64_t batch_id, struct rs_table_ref ref,
+                          const char *what)
+{
+    if (rs_table_get(l->p->requests, ref, NULL, NULL) == RS_OK && rs_role_current(l->p->role))
+        launcher_fail_request(l, batch_id, ref, what);
+}
+
 static int uses_history(const struct rs_sampling_params *sp)
 {
     return sp->repetition_penalty != 1.0f || sp->presence_penalty != 0.0f ||
@@ -105,13 +118,14 @@ static int32_t sample(struct launcher *l, uint64_t batch_id, struct rs_table_ref
     }
     if (sp.n_logprobs > 0) {
         rs_err rc = rs_pipe_logprob_put(l->p, ref, k, &res);
-        if (rc != RS_OK) {
-            if (rc != RS_ESTALE)
-                launcher_fail_request(l, batch_id, ref, rc == RS_ENOMEM
-                                                            ? "no room left for its logprobs"
-                                                            : "cannot store its logprobs");
+        if (rc == RS_ESTALE)
+            write_refused(l, batch_id, ref, "its logprob list is written by another process");
+        else if (rc != RS_OK)
+            launcher_fail_request(l, batch_id, ref, rc == RS_ENOMEM
+                                                        ? "no room left for its logprobs"
+                                                        : "cannot store its logprobs");
+        if (rc != RS_OK)
             return -1;
-        }
         RS_FAILPOINT("launcher.row.after_logprobs");
     }
     return res.token;
@@ -172,11 +186,12 @@ int launcher_row(struct launcher *l, uint64_t batch_id, const struct rs_pipe_bat
      * returns it; left reserved by this live incarnation, nothing would ever free it. */
     if (rc == RS_OK)
         rc = rs_arena_seal(l->p->tokens, ref);
-    if (rc != RS_OK) {
-        if (rc != RS_ESTALE)
-            launcher_fail_request(l, batch_id, ref, rs_strerror(rc));
+    if (rc == RS_ESTALE)
+        write_refused(l, batch_id, ref, "its token list is written by another process");
+    else if (rc != RS_OK)
+        launcher_fail_request(l, batch_id, ref, rs_strerror(rc));
+    if (rc != RS_OK)
         return 0;
-    }
     RS_FAILPOINT("launcher.row.after_append");
     if (k == 0) {
         uint64_t zero = 0;

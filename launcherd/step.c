@@ -139,7 +139,6 @@ static uint32_t prepare(struct launcher *l, const struct rs_pipe_batch *b,
                                                  .block_table = table, .n_blocks = s->n_blocks,
                                                  .want_logits = (int)s->want_logits};
     }
-    rs_counter_add(&metrics(l)->counter[RS_M_LAU_SEQ_ERRORS], *n_refused);
     return n_run;
 }
 

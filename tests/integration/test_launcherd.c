@@ -555,6 +555,31 @@ static int test_bad_seq_fails_its_request_alone(void)
     return 0;
 }
 
+static int test_list_held_by_a_live_writer_fails_the_request(void)
+{
+    int rc = setup("unsealed", 8, 512);
+    if (rc != 0)
+        return rc;
+    struct ld_req q[2];
+    struct rs_sampling_params sp = greedy();
+    RS_CHECK(start_req(&q[0], 0, &sp, 64, NULL, 0) == 0);
+    RS_CHECK(start_req(&q[1], 1, &sp, 64, NULL, 0) == 0);
+    /* a tokenizerd bug: it appends to the published prompt and never seals it again */
+    int32_t extra = 300;
+    RS_CHECK(rs_arena_append(D.tok->tokens, q[1].ref, &extra, 1) == RS_OK);
+    rs_pipe_req_at(D.tok, q[1].ref.index)->n_prompt = 2;
+    q[1].n_prompt = 2;
+    RS_CHECK(ld_step(&D, q, 2, 0) == RS_PIPE_RESULT_OK);
+    const struct rs_pipe_result *r = (const struct rs_pipe_result *)D.batch_buf;
+    RS_CHECK(rs_pipe_result_rows(r)[0].token >= 0 && rs_pipe_result_rows(r)[1].token == -1);
+    RS_CHECK(rs_pipe_finish_reason(ld_finish(&D, &q[1])) == RS_WIRE_FINISH_ERROR);
+    RS_CHECK(ld_len(&D, &q[1]) == 2 && ld_finish(&D, &q[0]) == 0);
+    RS_CHECK(log_has("request failed", "written by another process"));
+    RS_CHECK(counter(RS_M_LAU_SEQ_ERRORS) == 1);
+    ld_close(&D);
+    return 0;
+}
+
 static int test_redone_step_keeps_the_token(void)
 {
     int rc = setup("redo", 8, 512);
@@ -758,6 +783,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_sigkill_mid_step_then_reprefill_continues),
     RS_TEST(test_malformed_batch_is_rejected_and_serving_continues),
     RS_TEST(test_bad_seq_fails_its_request_alone),
+    RS_TEST(test_list_held_by_a_live_writer_fails_the_request),
     RS_TEST(test_redone_step_keeps_the_token),
     RS_TEST(test_stop_id_and_max_tokens_finish),
     RS_TEST(test_cancelled_request_gets_no_more_tokens),
