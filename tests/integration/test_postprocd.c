@@ -68,11 +68,12 @@ static int start_post(struct env *e, const char *const *extra, const char *failp
     return fx_daemon_ready(e->sched, RS_PIPE_POSTPROCD, &e->post);
 }
 
-static int setup(struct env *e, const char *const *extra)
+static int setup_model(struct env *e, const char *model, uint32_t n_ctx,
+                       const char *const *extra)
 {
     char err[256];
     memset(e, 0, sizeof(*e));
-    int rc = fx_inst_init(&e->in, MODEL, N_CTX, 16);
+    int rc = fx_inst_init(&e->in, model, n_ctx, 16);
     if (rc == 0)
         rc = load_outputs(e);
     if (rc != 0)
@@ -84,6 +85,11 @@ static int setup(struct env *e, const char *const *extra)
     RS_CHECK(rs_pipe_doors_open(&e->doors, e->in.zctx, e->in.rundir, RS_PIPE_STAGE_SCHEDULERD) ==
              RS_OK);
     return start_post(e, extra, NULL);
+}
+
+static int setup(struct env *e, const char *const *extra)
+{
+    return setup_model(e, MODEL, N_CTX, extra);
 }
 
 static int teardown(struct env *e)
@@ -609,6 +615,52 @@ static int test_crash_after_the_final_before_final_sent(void)
     return crash_at("postprocd.final_sent:1", 60, 0);
 }
 
+/* Non-streamed output over 4096 tokens: a delta with the first 4096, then the final. */
+static int test_long_unstreamed_output_is_split_before_the_final(void)
+{
+    enum { N = 5000 };
+    char model[300], cmd[900];
+    snprintf(model, sizeof(model), "%s/long-ctx.gguf", rs_test_tmpdir());
+    snprintf(cmd, sizeof(cmd), "'%s/ringserve-mkmodel' -o '%s' --dim 16 --layers 1 --heads 2 "
+             "--ffn 32 --vocab 300 --ctx 8192 --vocab-only > /dev/null", rs_test_bindir(), model);
+    RS_CHECK(system(cmd) == 0);
+    struct env e;
+    int rc = setup_model(&e, model, 8192, NULL);
+    if (rc != 0)
+        return rc;
+    struct fx_client c;
+    RS_CHECK(fx_client_open(&e.in, "postprocd", "long", &c) == 0 && hello(&c) == 0);
+    struct rs_table_ref ref;
+    struct req_opts no = {.stream = 0};
+    RS_CHECK(make_request(&e, "long", "long", &no, &ref) == 0);
+    static int32_t out[N];
+    for (int i = 0; i < N; i++) /* the made-up vocab's ids 0..255 are its byte tokens */
+        out[i] = i % 50 == 49 ? '\n' : 'a' + i % 26;
+    RS_CHECK(rs_arena_append(e.lau->tokens, ref, out, N) == RS_OK);
+    RS_CHECK(finish(&e, ref, rs_pipe_finish_make(RS_WIRE_FINISH_LENGTH, RS_PIPE_STAGE_LAUNCHERD,
+                                                 0)) == 0);
+    static char want[N + 16], got[N + 16];
+    size_t n_want, n_got = 0;
+    RS_CHECK(rs_detok_decode(e.vocab, out, N, 0, want, sizeof(want), &n_want) == RS_OK);
+    uint32_t counts[2];
+    for (int k = 0; k < 2; k++) {
+        struct rs_wire_server_msg m;
+        RS_CHECK(fx_recv(&c, 5000, &m) == 0);
+        RS_CHECK(m.type == (k == 0 ? RS_WIRE_T_DELTA : RS_WIRE_T_FINAL));
+        const struct rs_wire_delta *d = k == 0 ? &m.u.delta : &m.u.final.out;
+        RS_CHECK(d->seq == (uint64_t)k && n_got + d->text.len <= sizeof(got));
+        memcpy(got + n_got, d->text.ptr, d->text.len);
+        n_got += d->text.len;
+        counts[k] = d->tokens.n;
+        if (k == 1)
+            RS_CHECK(m.u.final.usage.completion_tokens == N);
+    }
+    RS_CHECK(counts[0] == RS_WIRE_OUT_TOKENS_MAX && counts[1] == N - RS_WIRE_OUT_TOKENS_MAX);
+    RS_CHECK(n_got == n_want && memcmp(got, want, n_want) == 0);
+    fx_client_close(&c);
+    return teardown(&e);
+}
+
 static int test_resume_replays_identical_messages(void)
 {
     struct env e;
@@ -838,6 +890,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_crash_after_a_delta_before_its_cursor),
     RS_TEST(test_crash_between_cursor_copy_and_flip),
     RS_TEST(test_crash_after_the_final_before_final_sent),
+    RS_TEST(test_long_unstreamed_output_is_split_before_the_final),
     RS_TEST(test_resume_replays_identical_messages),
     RS_TEST(test_unreachable_client_times_out),
     RS_TEST(test_logprobs_travel_with_their_tokens),
