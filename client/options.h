@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Command-line flags shared by the programs built on the client library
+ * (ringserve-cli, bench/loadgen): one flag per generate field, named after
+ * it (`--max-tokens`, `--top-p`, `--stop`, ...), and the connection flags
+ * (`--instance`, `--rundir`, endpoints, CURVE keys, time limits). Parsing
+ * one argument at a time lets each program add its own flags around them.
+ * Leaves out the prompt (each program has its own idea of where it comes from).
+ */
+#ifndef RS_CLIENT_OPTIONS_H
+#define RS_CLIENT_OPTIONS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "client/client.h"
+#include "ipc/wire_client.h"
+#include "ipc/zcert.h"
+
+/* Request fields from flags. Stop strings borrow argv (valid for the program's life). */
+struct rs_client_gen_args {
+    struct rs_wire_generate gen; /* rs_client_gen_args_init: defaults, stream on */
+};
+
+/* Defaults: every field absent except `stream` = true (the programs stream). Any thread. */
+void rs_client_gen_args_init(struct rs_client_gen_args *a);
+
+/*
+ * Parses the request flag at argv[*i]: returns 1 and advances *i past its
+ * value when it is one, 0 when it is not, -1 after writing a message naming
+ * the flag and the problem to err (err_len bytes). Flags: --max-tokens N,
+ * --temperature F, --top-p F, --top-k N, --min-p F, --repetition-penalty F,
+ * --presence-penalty F, --frequency-penalty F, --seed N, --stop STR
+ * (repeatable), --stop-token-ids ID[,ID...] (repeatable), --ignore-eos,
+ * --logprobs N, --stream, --no-stream, --priority N. Ranges are the
+ * server's to check (its message names the field); here only the syntax.
+ */
+int rs_client_gen_parse(struct rs_client_gen_args *a, int argc, char **argv, int *i, char *err,
+                        size_t err_len);
+
+/* Help text for the request flags (static). */
+const char *rs_client_gen_help(void);
+
+/* Connection settings from flags; strings borrow argv except the loaded keys. */
+struct rs_client_conn_args {
+    struct rs_client_opts opts;                     /* rs_client_opts_default + the flags */
+    char server_key[RS_ZCERT_Z85_LEN + 1];          /* --curve-server, loaded */
+    char postprocd_key[RS_ZCERT_Z85_LEN + 1];       /* --curve-postprocd, loaded */
+};
+
+void rs_client_conn_args_init(struct rs_client_conn_args *a);
+
+/*
+ * Parses the connection flag at argv[*i] (same returns as rs_client_gen_parse):
+ * --instance NAME, --rundir DIR, --tokenizerd ENDPOINT, --postprocd ENDPOINT,
+ * --curve-secret FILE, --curve-server KEY|FILE, --curve-postprocd KEY|FILE,
+ * --timeout MS (per request), --ack-timeout MS, --stall MS.
+ */
+int rs_client_conn_parse(struct rs_client_conn_args *a, int argc, char **argv, int *i,
+                         char *err, size_t err_len);
+
+const char *rs_client_conn_help(void);
+
+/*
+ * Parses a comma-separated list of token ids (each 0..2^31-1) into a new
+ * array (*out, owned: free) of *n entries. 0, or -1 with err set.
+ */
+int rs_client_parse_ids(const char *s, uint32_t **out, uint32_t *n, char *err, size_t err_len);
+
+/*
+ * Writes r as one line of JSON: id, index (omitted when < 0), text, tokens,
+ * status, finish_reason, error and message (on failure), usage, the server's
+ * timings, the client's (submit -> first token, submit -> end, each token's
+ * arrival), seed, handle and prompt_tokens, and logprobs when lps is given
+ * (n_lps entries; a non-finite logprob is written as null). Returns 0 or -1
+ * on a write error.
+ */
+int rs_client_result_json(FILE *f, const struct rs_client_result *r, long long index,
+                          const struct rs_wire_logprob *lps, uint32_t n_lps);
+
+#endif

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Starting, killing and restarting the four real daemons of one private
+ * instance (pipeline_harness.h). Readiness comes from the segment's role
+ * table: a daemon is ready when its own pid holds its role in phase READY.
+ * schedulerd starts alone first so exactly one process creates the segment.
+ */
+#include "tests/pipeline_harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "ipc/role.h"
+
+static const char *const stage_bin[RS_PIPE_N_STAGES] = {
+    RS_PIPE_TOKENIZERD, RS_PIPE_SCHEDULERD, RS_PIPE_LAUNCHERD, RS_PIPE_POSTPROCD};
+
+static int make_dirs(struct rs_harness *h)
+{
+    static atomic_uint counter;
+    const char *base = getenv("TMPDIR");
+    if (h->o.tmpdir != NULL) {
+        snprintf(h->dir, sizeof(h->dir), "%s", h->o.tmpdir);
+        mkdir(h->dir, 0700);
+    } else {
+        snprintf(h->dir, sizeof(h->dir), "%s/rs-harness-XXXXXX", base ? base : "/tmp");
+        if (mkdtemp(h->dir) == NULL) {
+            fprintf(stderr, "harness: mkdtemp %s: %s\n", h->dir, strerror(errno));
+            return -1;
+        }
+    }
+    snprintf(h->rundir, sizeof(h->rundir), "%s/run", h->dir);
+    snprintf(h->instance, sizeof(h->instance), "h-%d-%u", (int)getpid(),
+             atomic_fetch_add(&counter, 1));
+    return 0;
+}
+
+static void push_num(const char **argv, int *n, char bufs[][16], int *nb, const char *opt,
+                     uint32_t v)
+{
+    if (v == 0)
+        return;
+    snprintf(bufs[*nb], 16, "%u", v);
+    argv[(*n)++] = opt;
+    argv[(*n)++] = bufs[(*nb)++];
+}
+
+/* Builds the daemon's argv (NULL-terminated) in argv; bin and bufs hold its strings. */
+static void build_argv(const struct rs_harness *h, enum rs_pipe_stage s, char *bin, size_t cap,
+                       const char **argv, char bufs[][16])
+{
+    int n = 0, nb = 0;
+    snprintf(bin, cap, "%s/%s", h->bindir, stage_bin[s]);
+    const char *fixed[] = {bin, "--model", h->o.model, "--instance", h->instance, "--rundir",
+                           h->rundir};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        argv[n++] = fixed[i];
+    push_num(argv, &n, bufs, &nb, "--ctx", h->o.n_ctx);
+    push_num(argv, &n, bufs, &nb, "--max-requests", h->o.max_requests);
+    push_num(argv, &n, bufs, &nb, "--kv-blocks", h->o.n_kv_blocks);
+    push_num(argv, &n, bufs, &nb, "--max-seqs", h->o.max_seqs);
+    push_num(argv, &n, bufs, &nb, "--max-batched-tokens", h->o.max_batched_tokens);
+    if (s == RS_PIPE_STAGE_LAUNCHERD)
+        push_num(argv, &n, bufs, &nb, "--threads",
+                 h->o.launcher_threads ? h->o.launcher_threads : 1);
+    for (int i = 0; i < RS_HARNESS_EXTRA_MAX && h->o.extra[s][i] != NULL; i++)
+        argv[n++] = h->o.extra[s][i];
+    argv[n] = NULL;
+}
+
+rs_err rs_harness_start_stage(struct rs_harness *h, enum rs_pipe_stage s, const char *env_spec,
+                              int wait_ready)
+{
+    char bin[600], bufs[8][16];
+    const char *argv[32];
+    if (h->pid[s] > 0)
+        rs_harness_signal(h, s, SIGKILL);
+    build_argv(h, s, bin, sizeof(bin), argv, bufs);
+    snprintf(h->log[s], sizeof(h->log[s]), "%s/%s-%u.log", h->dir, stage_bin[s], h->starts[s]++);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "harness: fork: %s\n", strerror(errno));
+        return RS_EIO;
+    }
+    if (pid == 0) {
+        int fd = open(h->log[s], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        if (env_spec != NULL)
+            putenv((char *)env_spec);
+        execv(bin, (char *const *)argv);
+        fprintf(stderr, "harness: exec %s: %s\n", bin, strerror(errno));
+        _exit(127);
+    }
+    h->pid[s] = pid;
+    return wait_ready ? rs_harness_wait_ready(h, s, h->o.ready_timeout_ms) : RS_OK;
+}
+
+/* Opens the read-only view once the segment is fully created. */
+static struct rs_pipe *view_of(struct rs_harness *h)
+{
+    char path[128], err[256];
+    struct stat st;
+    if (h->view != NULL)
+        return h->view;
+    snprintf(path, sizeof(path), "/dev/shm/ringserve-%s", h->instance);
+    if (stat(path, &st) != 0 || st.st_size < 4096)
+        return NULL;
+    if (rs_pipe_inspect(h->instance, &h->view, err, sizeof(err)) != RS_OK)
+        h->view = NULL;
+    return h->view;
+}
+
+struct rs_pipe *rs_harness_view(struct rs_harness *h)
+{
+    return view_of(h);
+}
+
+static int is_ready(struct rs_harness *h, enum rs_pipe_stage s)
+{
+    struct rs_pipe *v = view_of(h);
+    int role = v != NULL ? rs_role_find(v->shm, stage_bin[s]) : -1;
+    struct rs_role_info info;
+    return role >= 0 && rs_role_info_at(v->shm, (uint32_t)role, &info) == RS_OK &&
+           info.pid == (uint32_t)h->pid[s] && info.phase == RS_ROLE_READY;
+}
+
+rs_err rs_harness_wait_ready(struct rs_harness *h, enum rs_pipe_stage s, uint32_t timeout_ms)
+{
+    uint64_t end = rs_clock_ms() + (timeout_ms ? timeout_ms : 30000);
+    while (h->pid[s] > 0) {
+        if (is_ready(h, s))
+            return RS_OK;
+        if (!rs_harness_alive(h, s))
+            break;
+        if (rs_clock_ms() >= end) {
+            fprintf(stderr, "harness: %s not ready after %u ms\n", stage_bin[s],
+                    timeout_ms ? timeout_ms : 30000);
+            rs_harness_dump_logs(h, s);
+            return RS_EAGAIN;
+        }
+        usleep(2000);
+    }
+    fprintf(stderr, "harness: %s exited during start-up\n", stage_bin[s]);
+    rs_harness_dump_logs(h, s);
+    return RS_EIO;
+}
+
+static int status_code(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+}
+
+int rs_harness_alive(struct rs_harness *h, enum rs_pipe_stage s)
+{
+    int st;
+    if (h->pid[s] <= 0)
+        return 0;
+    if (waitpid(h->pid[s], &st, WNOHANG) == h->pid[s]) {
+        h->pid[s] = 0;
+        return 0;
+    }
+    return 1;
+}
+
+int rs_harness_wait_exit(struct rs_harness *h, enum rs_pipe_stage s, uint32_t timeout_ms)
+{
+    uint64_t end = rs_clock_ms() + timeout_ms;
+    int st;
+    while (h->pid[s] > 0) {
+        pid_t r = waitpid(h->pid[s], &st, WNOHANG);
+        if (r == h->pid[s]) {
+            h->pid[s] = 0;
+            return status_code(st);
+        }
+        if (r < 0 && errno != EINTR) {
+            h->pid[s] = 0;
+            return -1;
+        }
+        if (rs_clock_ms() >= end)
+            return -1;
+        usleep(2000);
+    }
+    return -1;
+}
+
+int rs_harness_signal(struct rs_harness *h, enum rs_pipe_stage s, int sig)
+{
+    if (h->pid[s] <= 0)
+        return 0;
+    kill(h->pid[s], sig);
+    if (sig != SIGKILL && sig != SIGTERM)
+        return 0;
+    int code = rs_harness_wait_exit(h, s, 10000);
+    if (code < 0 && h->pid[s] > 0) { /* did not stop on SIGTERM */
+        fprintf(stderr, "harness: %s ignored SIGTERM for 10 s: killing it\n", stage_bin[s]);
+        kill(h->pid[s], SIGKILL);
+        code = rs_harness_wait_exit(h, s, 10000);
+    }
+    return code;
+}
+
+void rs_harness_dump_logs(const struct rs_harness *h, enum rs_pipe_stage s)
+{
+    for (int i = 0; i < RS_PIPE_N_STAGES; i++) {
+        if ((s != RS_PIPE_N_STAGES && i != (int)s) || h->log[i][0] == '\0')
+            continue;
+        FILE *f = fopen(h->log[i], "r");
+        char line[1024];
+        fprintf(stderr, "---- %s ----\n", h->log[i]);
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+            fputs(line, stderr);
+        if (f != NULL)
+            fclose(f);
+    }
+}
+
+rs_err rs_harness_start(struct rs_harness *h, const struct rs_harness_opts *o)
+{
+    static const enum rs_pipe_stage rest[] = {RS_PIPE_STAGE_LAUNCHERD, RS_PIPE_STAGE_TOKENIZERD,
+                                              RS_PIPE_STAGE_POSTPROCD};
+    memset(h, 0, sizeof(*h));
+    h->o = *o;
+    if (o->model == NULL)
+        return RS_EINVAL;
+    const char *bin = o->bindir != NULL ? o->bindir : getenv("RS_BIN");
+    snprintf(h->bindir, sizeof(h->bindir), "%s",
+             bin != NULL && bin[0] != '\0' ? bin : RS_SOURCE_DIR "/build/bin");
+    if (make_dirs(h) != 0)
+        return RS_EIO;
+    /* schedulerd alone first: it creates the segment the others attach to. */
+    rs_err rc = rs_harness_start_stage(h, RS_PIPE_STAGE_SCHEDULERD, NULL, 1);
+    for (int i = 0; i < 3 && rc == RS_OK; i++)
+        rc = rs_harness_start_stage(h, rest[i], NULL, 0);
+    for (int i = 0; i < 3 && rc == RS_OK; i++)
+        rc = rs_harness_wait_ready(h, rest[i], o->ready_timeout_ms);
+    if (rc != RS_OK)
+        rs_harness_stop(h, 1);
+    return rc;
+}
+
+static void remove_dir(const char *dir, int keep_logs)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[600];
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            (keep_logs && n > 4 && strcmp(e->d_name + n - 4, ".log") == 0))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0 && (errno == EISDIR || errno == EPERM))
+            remove_dir(path, keep_logs);
+    }
+    if (d != NULL)
+        closedir(d);
+    rmdir(dir);
+}
+
+void rs_harness_stop(struct rs_harness *h, int keep_logs)
+{
+    for (int s = 0; s < RS_PIPE_N_STAGES; s++)
+        if (h->pid[s] > 0)
+            kill(h->pid[s], SIGTERM);
+    for (int s = 0; s < RS_PIPE_N_STAGES; s++)
+        rs_harness_signal(h, (enum rs_pipe_stage)s, SIGTERM);
+    rs_pipe_close(&h->view);
+    if (h->instance[0] != '\0')
+        rs_pipe_unlink(h->instance);
+    if (h->rundir[0] != '\0')
+        remove_dir(h->rundir, 0);
+    if (h->dir[0] != '\0' && h->o.tmpdir == NULL)
+        remove_dir(h->dir, keep_logs);
+}
