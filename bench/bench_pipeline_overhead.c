@@ -14,10 +14,14 @@
  * result -> scheduler). The two runs go in lockstep, one step of each in
  * turn, so both see the same machine (this matters on a shared host). Both
  * must produce the same tokens (checked).
- * Leaves out: the four-daemon run (tokenizerd, schedulerd and postprocd
- * with a client), whose planning, intake and streaming costs come on top.
+ * Then through all four daemons with a client (pipeline_four.h): the same
+ * requests end to end, timed from the first submit to the last final, next
+ * to the same in-process sequence (prefill + S decode steps); the per-step
+ * cost there is (end-to-end - in-process) / (S + 1) steps, and the tokens
+ * must match too. --no-four skips it.
  */
 #include "bench/launch_bench.h"
+#include "bench/pipeline_four.h"
 #include "launcherd/engine/model.h"
 #include "launcherd/engine/sampler.h"
 
@@ -121,10 +125,14 @@ static int inproc_decode(struct inproc *ip, const struct ld *d, const struct lb_
 
 /* One phase of both, in lockstep (which runs first alternates per step). */
 static int both_phase(struct inproc *ip, struct ld *d, const struct lb_args *a, uint32_t B,
-                      uint64_t *ns, struct lb_step *st, int32_t *o1, int32_t *o2)
+                      uint64_t *ns, struct lb_step *st, int32_t *o1, int32_t *o2,
+                      uint64_t *prefill_ns)
 {
     static struct lb_phase ph;
-    int rc = inproc_begin(ip, d, a, B) != 0 || lb_begin(d, a, B, &ph) != 0;
+    uint64_t t0 = rs_clock_ns();
+    int rc = inproc_begin(ip, d, a, B) != 0;
+    *prefill_ns = rs_clock_ns() - t0;
+    rc = rc || lb_begin(d, a, B, &ph) != 0;
     for (uint32_t k = 0; rc == 0 && k < a->steps; k++) {
         if (k % 2 == 0)
             rc = inproc_decode(ip, d, a, B, k, &ns[k], o1) != 0 ||
@@ -158,6 +166,38 @@ static void report(uint32_t B, uint64_t *inproc, struct lb_step *st, uint32_t n,
            same ? "identical" : "DIFFER");
 }
 
+/* The four-daemon run's tokens against the in-process ones (output 0, then o1's). */
+static int four_same(const struct inproc *ip, const struct ld *d, const struct lb_args *a,
+                     uint32_t B, const int32_t *o1)
+{
+    for (uint32_t i = 0; i < B; i++) {
+        const int32_t *t = F.tok + (size_t)i * (a->steps + 1);
+        if (F.got[i] != a->steps + 1 || t[0] != ip->ids[(size_t)i * d->cfg.n_ctx + a->prompt] ||
+            memcmp(t + 1, o1 + (size_t)i * a->steps, a->steps * sizeof(int32_t)) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static void report_four(uint32_t B, const struct lb_args *a, uint64_t *t_in, uint64_t *t4,
+                        int same)
+{
+    qsort(t_in, a->reps, sizeof(*t_in), cmp_u64);
+    qsort(t4, a->reps, sizeof(*t4), cmp_u64);
+    double in = (double)t_in[a->reps / 2], e2e = (double)t4[a->reps / 2];
+    double toks = (double)B * (a->steps + 1);
+    printf("          four daemons + client: %9.1f tok/s (in-process %9.1f, same %u steps); "
+           "ratio %.3f; per-step cost %.1f us (median of %u); tokens %s\n",
+           toks * 1e9 / e2e, toks * 1e9 / in, a->steps + 1, in / e2e,
+           (e2e - in) / 1e3 / (a->steps + 1), a->reps, same ? "identical" : "DIFFER");
+}
+
 int main(int argc, char **argv)
 {
     struct lb_args a;
@@ -180,18 +220,37 @@ int main(int argc, char **argv)
     int32_t *o1 = calloc((size_t)bmax * a.steps, sizeof(int32_t));
     int32_t *o2 = calloc((size_t)bmax * a.steps, sizeof(int32_t));
     rc = st == NULL || v == NULL || in == NULL || o1 == NULL || o2 == NULL;
+    int four = !a.no_four && rc == 0;
+    if (four && four_open(&d, &a) != 0) {
+        printf("four-daemon run skipped: the daemons or the client did not start (logs above)\n");
+        four_close();
+        four = 0;
+    }
     for (uint32_t bi = 0; rc == 0 && bi < a.n_batches; bi++) {
         uint32_t B = a.batches[bi];
-        int same = 1;
+        int same = 1, same4 = 1;
+        uint64_t t_in[16], t4[16];
         for (uint32_t r = 0; rc == 0 && r < a.reps; r++) {
+            uint64_t pre = 0;
             rc = both_phase(&ip, &d, &a, B, in + (size_t)r * a.steps, st + (size_t)r * a.steps,
-                            o1, o2);
+                            o1, o2, &pre);
             same &= memcmp(o1, o2, (size_t)B * a.steps * sizeof(int32_t)) == 0;
+            t_in[r] = pre;
+            for (uint32_t k = 0; k < a.steps; k++)
+                t_in[r] += in[(size_t)r * a.steps + k];
+            if (rc == 0 && four) {
+                rc = four_phase(&a, B, &t4[r]);
+                same4 &= four_same(&ip, &d, &a, B, o1);
+            }
         }
         if (rc == 0)
             report(B, in, st, n, v, same);
-        rc |= !same;
+        if (rc == 0 && four)
+            report_four(B, &a, t_in, t4, same4);
+        rc |= !same || !same4;
     }
+    if (four)
+        four_close();
     free(st);
     free(v);
     free(in);

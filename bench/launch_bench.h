@@ -28,6 +28,7 @@ struct lb_args {
     uint32_t prompt;        /* prompt tokens per request */
     uint32_t reps;          /* phases per batch size (figures over all of them) */
     uint32_t spin_us;       /* launcherd --spin-us, and the driver polls results as long */
+    int no_four;            /* bench_pipeline_overhead: skip the four-daemon run */
     uint32_t batches[LB_MAX_BATCHES], n_batches;
 };
 
@@ -44,7 +45,7 @@ static inline int lb_usage(const char *prog, const char *what)
 {
     fprintf(stderr,
             "usage: %s -m MODEL.gguf [--threads N] [--steps S] [--prompt P] [--reps R]\n"
-            "          [--batches 1,8,16] [--spin-us N] [--launcherd PATH]\n%s",
+            "          [--batches 1,8,16] [--spin-us N] [--launcherd PATH] [--no-four]\n%s",
             prog, what);
     return 2;
 }
@@ -63,6 +64,10 @@ static inline int lb_parse(int argc, char **argv, struct lb_args *a, const char 
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0)
             return lb_usage(argv[0], what), 1;
+        if (strcmp(o, "--no-four") == 0) {
+            a->no_four = 1;
+            continue;
+        }
         if (v == NULL)
             return lb_usage(argv[0], what);
         i++;
@@ -91,7 +96,7 @@ static inline int lb_parse(int argc, char **argv, struct lb_args *a, const char 
             return lb_usage(argv[0], what);
     }
     int ok = a->model != NULL && a->steps >= 1 && a->steps <= 4096 && a->prompt >= 1 &&
-             a->prompt <= 4096 && a->reps >= 1 && a->n_batches >= 1;
+             a->prompt <= 4096 && a->reps >= 1 && a->reps <= 16 && a->n_batches >= 1;
     for (uint32_t i = 0; i < a->n_batches; i++)
         ok &= a->batches[i] >= 1 && a->batches[i] <= LD_MAX_SEQS;
     return ok ? 0 : lb_usage(argv[0], what);
