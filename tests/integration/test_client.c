@@ -1,0 +1,528 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The client library and ringserve-cli against the four real daemons
+ * (tests/pipeline_harness.h) on stories260K: the CLI prints the published
+ * greedy text, concurrent clients each get their solo output, cancel ends a
+ * stream with abort, and the crash cases of DESIGN.md §3 seen from a client:
+ * tokenizerd killed before it acknowledged (stopped, mid-intake by failpoint,
+ * at random moments) still runs each request exactly once (counted by the
+ * segment's handle counter), and postprocd killed mid-stream (at random, or
+ * right after a send by failpoint) still gives the callback every delta
+ * exactly once, in order, byte-identical to a run without crashes.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "common/clock.h"
+#include "tests/pipeline_harness.h"
+#include "tests/rs_test.h"
+
+#define MODEL "stories260K.gguf"
+#define CTX 1024
+
+/* What one request delivered, checked as it arrives. */
+struct rec {
+    struct rs_client_result res;
+    uint32_t n_deltas, n_finals;
+    int out_of_order; /* a delta with an unexpected seq, or anything after the final */
+};
+
+static void on_event(const struct rs_client_event *ev)
+{
+    struct rec *r = ev->user;
+    if (r->n_finals > 0 || (ev->kind == RS_CLIENT_EV_DELTA && ev->seq != r->n_deltas) ||
+        (ev->kind == RS_CLIENT_EV_FINAL && ev->status == RS_CLIENT_OK && ev->seq != r->n_deltas))
+        r->out_of_order = 1;
+    r->n_deltas += ev->kind == RS_CLIENT_EV_DELTA;
+    r->n_finals += ev->kind == RS_CLIENT_EV_FINAL;
+    if (rs_client_result_add(&r->res, ev) != RS_OK)
+        r->out_of_order = 1;
+}
+
+static int start(struct rs_harness *h, char *model, size_t cap)
+{
+    struct rs_harness_opts o = {0};
+    if (rs_test_refdata(MODEL, model, cap) == NULL)
+        return RS_TEST_SKIP;
+    o.model = model;
+    o.n_ctx = CTX;
+    o.max_requests = 64;
+    return rs_harness_start(h, &o) == RS_OK ? 0 : 1;
+}
+
+static rs_client *client_of(const struct rs_harness *h)
+{
+    struct rs_client_opts o;
+    rs_client *c = NULL;
+    rs_client_opts_default(&o);
+    o.rundir = h->rundir;
+    o.request_timeout_ms = 120000;
+    return rs_client_create(&o, &c) == RS_OK ? c : NULL;
+}
+
+/* A greedy streaming request for prompt, max tokens n. */
+static void greedy(struct rs_wire_generate *g, const char *prompt, uint32_t n, bool ignore_eos)
+{
+    rs_wire_generate_init(g);
+    g->has = RS_WIRE_GEN_PROMPT | RS_WIRE_GEN_MAX_TOKENS | RS_WIRE_GEN_TEMPERATURE |
+             RS_WIRE_GEN_STREAM | RS_WIRE_GEN_IGNORE_EOS;
+    g->prompt = (struct rs_wire_str){prompt, (uint32_t)strlen(prompt)};
+    g->max_tokens = n;
+    g->temperature = 0;
+    g->stream = true;
+    g->ignore_eos = ignore_eos;
+}
+
+/* Polls c until r's final arrived (or limit_ms passed); 0 when it did. */
+static int wait_final(rs_client *c, struct rec *r, uint32_t limit_ms)
+{
+    uint64_t end = rs_clock_ms() + limit_ms;
+    while (r->n_finals == 0 && rs_clock_ms() < end)
+        if (rs_client_poll(c, 100) < 0)
+            return 1;
+    return r->n_finals == 1 ? 0 : 1;
+}
+
+/* The solo reference: g run alone, to completion, on a fresh client. */
+static int reference(const struct rs_harness *h, const struct rs_wire_generate *g,
+                     struct rs_client_result *out)
+{
+    rs_client *c = client_of(h);
+    if (c == NULL || rs_client_generate_sync(c, g, 0, NULL, NULL, out) != RS_OK ||
+        out->status != RS_CLIENT_OK || out->n_tokens == 0) {
+        fprintf(stderr, "reference run failed (status %s)\n", rs_client_status_name(out->status));
+        rs_client_destroy(&c);
+        return 1;
+    }
+    rs_client_destroy(&c);
+    return 0;
+}
+
+/* r delivered exactly ref's output: every delta once, in order, one final. */
+static int same_output(const struct rec *r, const struct rs_client_result *ref)
+{
+    RS_CHECK_MSG(r->n_finals == 1 && !r->out_of_order, "%u finals, out of order %d", r->n_finals,
+                 r->out_of_order);
+    RS_CHECK_MSG(r->res.status == RS_CLIENT_OK, "status %s (%s: %s)",
+                 rs_client_status_name(r->res.status), rs_wire_code_name(r->res.error),
+                 r->res.message);
+    RS_CHECK_MSG(r->res.n_tokens == ref->n_tokens, "%u tokens, reference %u", r->res.n_tokens,
+                 ref->n_tokens);
+    RS_CHECK(memcmp(r->res.tokens, ref->tokens, ref->n_tokens * sizeof(uint32_t)) == 0);
+    RS_CHECK_MSG(r->res.text_len == ref->text_len &&
+                     memcmp(r->res.text, ref->text, ref->text_len) == 0,
+                 "text differs:\n%s\n---- reference ----\n%s", r->res.text, ref->text);
+    RS_CHECK(r->res.usage.completion_tokens == ref->n_tokens);
+    return 0;
+}
+
+/* Requests the instance accepted so far (handles are issued from 1, once per request). */
+static uint64_t handles_issued(struct rs_harness *h)
+{
+    struct rs_pipe *v = rs_harness_view(h);
+    return v != NULL ? atomic_load(&v->shared->next_handle) - 1 : UINT64_MAX;
+}
+
+static void print_stats(const char *what, rs_client *c)
+{
+    struct rs_client_stats st;
+    rs_client_stats(c, &st);
+    fprintf(stderr, "%s: sent %llu generates (%llu resent), %llu deltas, %llu repeats dropped, "
+            "%llu gaps, %llu resumes, %llu hellos, %llu reconnects\n", what,
+            (unsigned long long)st.gen_sent, (unsigned long long)st.gen_resent,
+            (unsigned long long)st.deltas, (unsigned long long)st.duplicates,
+            (unsigned long long)st.gaps, (unsigned long long)st.resumes,
+            (unsigned long long)st.hellos, (unsigned long long)st.reconnects);
+}
+
+/* Runs ringserve-cli with args, stdin from /dev/null, stdout into out (cap bytes). */
+static int run_cli(const struct rs_harness *h, const char *const *args, char *out, size_t cap,
+                   size_t *len)
+{
+    char bin[600], path[400];
+    const char *argv[32] = {bin, "--rundir", h->rundir};
+    int n = 3;
+    snprintf(bin, sizeof(bin), "%s/ringserve-cli", rs_test_bindir());
+    snprintf(path, sizeof(path), "%s/cli.out", rs_test_tmpdir());
+    for (int i = 0; args[i] != NULL && n < 31; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int in = open("/dev/null", O_RDONLY), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(in, 0);
+        dup2(fd, 1);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    FILE *f = fopen(path, "rb");
+    *len = f != NULL ? fread(out, 1, cap, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int test_cli_greedy_from_bos_prints_published_text(void)
+{
+    struct rs_harness h;
+    char model[512], path[512], want[4096], got[4096], got2[4096];
+    if (rs_test_refdata("expected/stories260K.greedy-n256.txt", path, sizeof(path)) == NULL)
+        return RS_TEST_SKIP;
+    FILE *f = fopen(path, "rb");
+    size_t want_len = f != NULL ? fread(want, 1, sizeof(want), f) : 0, got_len, got2_len;
+    if (f != NULL)
+        fclose(f);
+    RS_CHECK(want_len > 0);
+    int rc = start(&h, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    const char *arg_prompt[] = {"--max-tokens", "256", "--temperature", "0", "", NULL};
+    const char *stdin_prompt[] = {"--max-tokens", "256", "--temperature", "0", NULL};
+    int code = run_cli(&h, arg_prompt, got, sizeof(got), &got_len);
+    int same = code == 0 && got_len == want_len && memcmp(got, want, want_len) == 0;
+    /* no prompt argument: the prompt is stdin, here empty: BOS alone again */
+    int code2 = run_cli(&h, stdin_prompt, got2, sizeof(got2), &got2_len);
+    int same2 = code2 == 0 && got2_len == want_len && memcmp(got2, want, want_len) == 0;
+    if (!same || !same2)
+        rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
+    rs_harness_stop(&h, 0);
+    RS_CHECK_MSG(same, "exit %d, %zu bytes:\n%.*s", code, got_len, (int)got_len, got);
+    RS_CHECK_MSG(same2, "stdin prompt: exit %d, %zu bytes", code2, got2_len);
+    return 0;
+}
+
+#define N_CLIENTS 10
+
+static int test_concurrent_clients_get_their_solo_output(void)
+{
+    static const char *const prompts[N_CLIENTS] = {
+        "Once upon a time", "The dog", "Lily and Tom", "One day", "The sun was",
+        "A little bird", "Tim had a", "There was a big", "Mom said", ""};
+    struct rs_harness h;
+    char model[512];
+    struct rs_client_result ref[N_CLIENTS] = {0};
+    struct rec r[N_CLIENTS] = {0};
+    rs_client *cs[N_CLIENTS] = {0};
+    struct rs_wire_generate g;
+    int rc = start(&h, model, sizeof(model)), failed = 0;
+    if (rc != 0)
+        return rc;
+    for (int i = 0; i < N_CLIENTS && !failed; i++) {
+        greedy(&g, prompts[i], 48 + 8 * (uint32_t)i, false);
+        failed = reference(&h, &g, &ref[i]);
+    }
+    for (int i = 0; i < N_CLIENTS && !failed; i++) {
+        greedy(&g, prompts[i], 48 + 8 * (uint32_t)i, false);
+        failed = (cs[i] = client_of(&h)) == NULL ||
+                 rs_client_submit(cs[i], &g, NULL, on_event, &r[i], NULL) != RS_OK;
+    }
+    uint64_t end = rs_clock_ms() + 60000;
+    for (int done = 0; !failed && done < N_CLIENTS && rs_clock_ms() < end;) {
+        failed = rs_client_poll_set(cs, N_CLIENTS, 100) < 0;
+        done = 0;
+        for (int i = 0; i < N_CLIENTS; i++)
+            done += r[i].n_finals > 0;
+    }
+    for (int i = 0; i < N_CLIENTS && !failed; i++) {
+        if (same_output(&r[i], &ref[i]) != 0) {
+            fprintf(stderr, "client %d ('%s') differs from its solo run\n", i, prompts[i]);
+            failed = 1;
+        }
+    }
+    if (failed)
+        rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
+    for (int i = 0; i < N_CLIENTS; i++) {
+        rs_client_destroy(&cs[i]);
+        rs_client_result_fini(&ref[i]);
+        rs_client_result_fini(&r[i].res);
+    }
+    rs_harness_stop(&h, 0);
+    return failed;
+}
+
+/* Cancels after `after` deltas. */
+struct cancel_rec {
+    struct rec r;
+    rs_client *c;
+    uint32_t after;
+};
+
+static void cancel_cb(const struct rs_client_event *ev)
+{
+    struct cancel_rec *cr = ev->user;
+    on_event(ev);
+    if (ev->kind == RS_CLIENT_EV_DELTA && cr->r.n_deltas == cr->after)
+        rs_client_cancel(cr->c, ev->id);
+}
+
+static int test_cancel_mid_stream_ends_with_abort(void)
+{
+    struct rs_harness h;
+    char model[512];
+    struct rs_wire_generate g;
+    struct cancel_rec cr = {.after = 10};
+    int rc = start(&h, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    cr.c = client_of(&h);
+    RS_CHECK(cr.c != NULL);
+    greedy(&g, "Once upon a time", CTX - 16, true);
+    RS_CHECK(rs_client_submit(cr.c, &g, NULL, cancel_cb, &cr, NULL) == RS_OK);
+    int ok = wait_final(cr.c, &cr.r, 60000) == 0;
+    if (!ok)
+        rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
+    rs_client_destroy(&cr.c);
+    rs_harness_stop(&h, 0);
+    struct rs_client_result *res = &cr.r.res;
+    RS_CHECK(ok && !cr.r.out_of_order && res->status == RS_CLIENT_OK);
+    RS_CHECK_MSG(res->finish_reason == RS_WIRE_FINISH_ABORT, "finish_reason %s after %u tokens",
+                 rs_wire_finish_name(res->finish_reason), res->n_tokens);
+    RS_CHECK(res->n_tokens >= 10 && res->n_tokens < CTX - 16);
+    RS_CHECK_MSG(res->usage.completion_tokens == res->n_tokens, "usage %u, received %u",
+                 res->usage.completion_tokens, res->n_tokens);
+    rs_client_result_fini(res);
+    return 0;
+}
+
+/* Submits g on c and returns once tokenizerd was handed the generate. */
+static int submit_sent(rs_client *c, const struct rs_wire_generate *g, struct rec *r)
+{
+    struct rs_client_stats st;
+    rs_client_stats(c, &st);
+    uint64_t sent = st.gen_sent, end = rs_clock_ms() + 5000;
+    RS_CHECK(rs_client_submit(c, g, NULL, on_event, r, NULL) == RS_OK);
+    do {
+        rs_client_poll(c, 5);
+        rs_client_stats(c, &st);
+    } while (st.gen_sent == sent && rs_clock_ms() < end);
+    RS_CHECK_MSG(st.gen_sent > sent, "the generate was never sent");
+    return 0;
+}
+
+static int test_tokenizerd_killed_before_ack_runs_request_once(void)
+{
+    struct rs_harness h;
+    char model[512];
+    struct rs_wire_generate g;
+    struct rs_client_result ref = {0};
+    struct rec r = {0};
+    int rc = start(&h, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    greedy(&g, "", 64, false);
+    RS_CHECK(reference(&h, &g, &ref) == 0);
+    rs_client *c = client_of(&h);
+    RS_CHECK(c != NULL && rs_client_wait(c, 0) == RS_OK);
+    while (!rs_client_connected(c))
+        rs_client_poll(c, 10);
+    uint64_t before = handles_issued(&h);
+    /* Stopped, it cannot read the generate; killed, the message dies with it. */
+    rs_harness_signal(&h, RS_PIPE_STAGE_TOKENIZERD, SIGSTOP);
+    RS_CHECK(submit_sent(c, &g, &r) == 0);
+    rs_harness_signal(&h, RS_PIPE_STAGE_TOKENIZERD, SIGKILL);
+    RS_CHECK(rs_harness_start_stage(&h, RS_PIPE_STAGE_TOKENIZERD, NULL, 1) == RS_OK);
+    int ok = wait_final(c, &r, 60000) == 0 && same_output(&r, &ref) == 0;
+    uint64_t ran = handles_issued(&h) - before;
+    print_stats("tokenizerd stopped and killed", c);
+    struct rs_client_stats st;
+    rs_client_stats(c, &st);
+    if (!ok)
+        rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, 0);
+    RS_CHECK(ok);
+    RS_CHECK_MSG(ran == 1, "the request was accepted %llu times", (unsigned long long)ran);
+    RS_CHECK(st.gen_resent >= 1);
+    rs_client_result_fini(&ref);
+    rs_client_result_fini(&r.res);
+    return 0;
+}
+
+static int test_tokenizerd_killed_mid_intake_runs_request_once(void)
+{
+    struct rs_harness h;
+    char model[512];
+    struct rs_wire_generate g;
+    struct rs_client_result ref = {0};
+    struct rec r = {0};
+    int rc = start(&h, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    greedy(&g, "Lily and Tom", 64, false);
+    RS_CHECK(reference(&h, &g, &ref) == 0);
+    /* The next tokenizerd kills itself right after claiming a record for the request. */
+    RS_CHECK(rs_harness_start_stage(&h, RS_PIPE_STAGE_TOKENIZERD,
+                                    "RS_FAILPOINT=table.claim.after_cas:1", 1) == RS_OK);
+    rs_client *c = client_of(&h);
+    RS_CHECK(c != NULL);
+    uint64_t before = handles_issued(&h), end = rs_clock_ms() + 10000;
+    RS_CHECK(rs_client_submit(c, &g, NULL, on_event, &r, NULL) == RS_OK);
+    while (rs_harness_alive(&h, RS_PIPE_STAGE_TOKENIZERD) && rs_clock_ms() < end)
+        rs_client_poll(c, 5);
+    RS_CHECK_MSG(!rs_harness_alive(&h, RS_PIPE_STAGE_TOKENIZERD), "the failpoint did not fire");
+    RS_CHECK(rs_harness_start_stage(&h, RS_PIPE_STAGE_TOKENIZERD, NULL, 1) == RS_OK);
+    int ok = wait_final(c, &r, 60000) == 0 && same_output(&r, &ref) == 0;
+    uint64_t ran = handles_issued(&h) - before;
+    print_stats("tokenizerd killed mid-intake", c);
+    if (!ok)
+        rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, 0);
+    RS_CHECK(ok);
+    RS_CHECK_MSG(ran == 1, "the request was accepted %llu times", (unsigned long long)ran);
+    rs_client_result_fini(&ref);
+    rs_client_result_fini(&r.res);
+    return 0;
+}
+
+static int test_tokenizerd_killed_at_random_moments_runs_each_request_once(void)
+{
+    struct rs_harness h;
+    char model[512];
+    struct rs_wire_generate g;
+    struct rs_client_result ref = {0};
+    int rc = start(&h, model, sizeof(model)), failed = 0;
+    if (rc != 0)
+        return rc;
+    greedy(&g, "The sun was", 40, false);
+    RS_CHECK(reference(&h, &g, &ref) == 0);
+    rs_client *c = client_of(&h);
+    RS_CHECK(c != NULL);
+    srand(1);
+    for (int it = 0; it < 8 && !failed; it++) {
+        struct rec r = {0};
+        uint64_t before = handles_issued(&h);
+        uint64_t kill_at = rs_clock_ns() + (uint64_t)(rand() % 3000) * 1000; /* 0..3 ms */
+        failed = rs_client_submit(c, &g, NULL, on_event, &r, NULL) != RS_OK;
+        while (!failed && rs_clock_ns() < kill_at)
+            rs_client_poll(c, 0);
+        rs_harness_signal(&h, RS_PIPE_STAGE_TOKENIZERD, SIGKILL);
+        failed = failed || rs_harness_start_stage(&h, RS_PIPE_STAGE_TOKENIZERD, NULL, 1) != RS_OK ||
+                 wait_final(c, &r, 60000) != 0 || same_output(&r, &ref) != 0;
+        uint64_t ran = handles_issued(&h) - before;
+        if (!failed && ran != 1) {
+            fprintf(stderr, "iteration %d: accepted %llu times\n", it, (unsigned long long)ran);
+            failed = 1;
+        }
+        rs_client_result_fini(&r.res);
+    }
+    print_stats("tokenizerd killed 8 times", c);
+    if (failed)
+        rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, 0);
+    rs_client_result_fini(&ref);
+    return failed;
+}
+
+/* Kills postprocd after `after` deltas (SIGKILL in the callback's poll loop) and restarts it. */
+static int test_postprocd_killed_mid_stream_each_delta_once(void)
+{
+    struct rs_harness h;
+    char model[512];
+    struct rs_wire_generate g;
+    struct rs_client_result ref = {0};
+    int rc = start(&h, model, sizeof(model)), failed = 0;
+    if (rc != 0)
+        return rc;
+    greedy(&g, "Once upon a time", 600, true);
+    RS_CHECK(reference(&h, &g, &ref) == 0);
+    rs_client *c = client_of(&h);
+    RS_CHECK(c != NULL);
+    for (uint32_t after = 5; after <= 405 && !failed; after += 200) {
+        struct rec r = {0};
+        failed = rs_client_submit(c, &g, NULL, on_event, &r, NULL) != RS_OK;
+        uint64_t end = rs_clock_ms() + 30000;
+        while (!failed && r.n_deltas < after && r.n_finals == 0 && rs_clock_ms() < end)
+            rs_client_poll(c, 1);
+        rs_harness_signal(&h, RS_PIPE_STAGE_POSTPROCD, SIGKILL);
+        for (uint64_t t = rs_clock_ms() + 30; rs_clock_ms() < t;)
+            rs_client_poll(c, 5); /* the rest is generated while postprocd is down */
+        failed = failed || rs_harness_start_stage(&h, RS_PIPE_STAGE_POSTPROCD, NULL, 1) != RS_OK ||
+                 wait_final(c, &r, 60000) != 0 || same_output(&r, &ref) != 0;
+        if (failed)
+            fprintf(stderr, "postprocd killed after %u deltas\n", after);
+        rs_client_result_fini(&r.res);
+    }
+    print_stats("postprocd killed mid-stream", c);
+    if (failed)
+        rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, 0);
+    rs_client_result_fini(&ref);
+    return failed;
+}
+
+/*
+ * postprocd dies by failpoint right after handing a message to ZeroMQ, before
+ * recording it: the restarted one sends it again with the same seq (or the
+ * message was lost with the process, and the client resumes). Either way the
+ * callback sees it once.
+ */
+static int crash_after_send(const char *failpoint, uint32_t n_tokens)
+{
+    struct rs_harness h;
+    char model[512];
+    struct rs_wire_generate g;
+    struct rs_client_result ref = {0};
+    struct rec r = {0};
+    int rc = start(&h, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    greedy(&g, "Tim had a", n_tokens, true);
+    RS_CHECK(reference(&h, &g, &ref) == 0);
+    RS_CHECK(rs_harness_start_stage(&h, RS_PIPE_STAGE_POSTPROCD, failpoint, 1) == RS_OK);
+    rs_client *c = client_of(&h);
+    RS_CHECK(c != NULL && rs_client_submit(c, &g, NULL, on_event, &r, NULL) == RS_OK);
+    uint64_t end = rs_clock_ms() + 20000;
+    while (rs_harness_alive(&h, RS_PIPE_STAGE_POSTPROCD) && rs_clock_ms() < end)
+        rs_client_poll(c, 5);
+    int fired = !rs_harness_alive(&h, RS_PIPE_STAGE_POSTPROCD);
+    int ok = fired && rs_harness_start_stage(&h, RS_PIPE_STAGE_POSTPROCD, NULL, 1) == RS_OK &&
+             wait_final(c, &r, 60000) == 0 && same_output(&r, &ref) == 0;
+    for (uint64_t t = rs_clock_ms() + 300; rs_clock_ms() < t;)
+        rs_client_poll(c, 10); /* a repeated final arrives after the first, if at all */
+    print_stats(failpoint, c);
+    if (!ok)
+        rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, 0);
+    RS_CHECK_MSG(fired, "the failpoint did not fire");
+    RS_CHECK(ok && r.n_finals == 1);
+    rs_client_result_fini(&ref);
+    rs_client_result_fini(&r.res);
+    return 0;
+}
+
+static int test_postprocd_crash_after_delta_sent_delivers_once(void)
+{
+    return crash_after_send("RS_FAILPOINT=postprocd.delta_sent:40", 200);
+}
+
+static int test_postprocd_crash_after_final_sent_delivers_once(void)
+{
+    return crash_after_send("RS_FAILPOINT=postprocd.final_sent:1", 50);
+}
+
+static const struct rs_test_case cases[] = {
+    RS_TEST(test_cli_greedy_from_bos_prints_published_text),
+    RS_TEST(test_concurrent_clients_get_their_solo_output),
+    RS_TEST(test_cancel_mid_stream_ends_with_abort),
+    RS_TEST(test_tokenizerd_killed_before_ack_runs_request_once),
+    RS_TEST(test_tokenizerd_killed_mid_intake_runs_request_once),
+    RS_TEST(test_tokenizerd_killed_at_random_moments_runs_each_request_once),
+    RS_TEST(test_postprocd_killed_mid_stream_each_delta_once),
+    RS_TEST(test_postprocd_crash_after_delta_sent_delivers_once),
+    RS_TEST(test_postprocd_crash_after_final_sent_delivers_once),
+};
+
+RS_TEST_MAIN(cases)
