@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stage placement over hwloc (placement.h): topology summary, the per-role
+ * plan, and process / thread / memory binding. CPU sets are hwloc bitmaps of
+ * kernel CPU numbers and NUMA nodes are named by the kernel's node number,
+ * so `--cpus` and `--numa` mean what taskset and numactl mean.
+ * Leaves out: hwloc's distance matrices (the plan only needs "local node").
+ */
+#include "common/placement.h"
+
+#include <errno.h>
+#include <hwloc.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+struct rs_place {
+    hwloc_topology_t topo;
+    hwloc_bitmap_t given; /* CPUs this process may run on (affinity mask within the topology) */
+    int synthetic;
+};
+
+void rs_place_opts_default(struct rs_place_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->numa = -1;
+}
+
+const char *rs_place_options_help(void)
+{
+    return "  --cpus LIST              run on these CPUs (kernel numbers, e.g. 0-3,8);\n"
+           "                           default: launcherd the NUMA node of its GPU (all its\n"
+           "                           CPUs on a CPU host), other stages the CPUs left over\n"
+           "  --numa N                 run on NUMA node N's CPUs and bind memory there\n";
+}
+
+/* A CPU list: digits, ',' and '-' only, at least one digit. */
+static int list_syntax_ok(const char *v)
+{
+    int digits = 0;
+    for (const char *c = v; *c; c++) {
+        if (*c >= '0' && *c <= '9')
+            digits = 1;
+        else if (*c != ',' && *c != '-')
+            return 0;
+    }
+    return digits;
+}
+
+int rs_place_parse_option(struct rs_place_opts *o, int argc, char **argv, int *i, char *err,
+                          size_t err_len)
+{
+    const char *opt = argv[*i];
+    int is_cpus = strcmp(opt, "--cpus") == 0, is_numa = strcmp(opt, "--numa") == 0;
+    if (!is_cpus && !is_numa)
+        return 0;
+    if (*i + 1 >= argc) {
+        snprintf(err, err_len, "option %s needs a value", opt);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (is_cpus) {
+        if (!list_syntax_ok(v) || strlen(v) >= sizeof(o->cpus)) {
+            snprintf(err, err_len, "option --cpus: '%.64s' is not a CPU list such as 0-3,8", v);
+            return -1;
+        }
+        snprintf(o->cpus, sizeof(o->cpus), "%s", v);
+        return 1;
+    }
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0 || n > 4095) {
+        snprintf(err, err_len, "option --numa: '%.64s' is not a node number in 0..4095", v);
+        return -1;
+    }
+    o->numa = (int)n;
+    return 1;
+}
+
+static rs_err finish_create(rs_place *p, rs_place **out)
+{
+    if (hwloc_topology_load(p->topo) != 0) {
+        rs_log_error("placement: hwloc cannot load the topology: %s", strerror(errno));
+        rs_place_destroy(&p);
+        return RS_EIO;
+    }
+    hwloc_const_cpuset_t all = hwloc_topology_get_allowed_cpuset(p->topo);
+    p->given = hwloc_bitmap_dup(all);
+    if (p->given == NULL) {
+        rs_place_destroy(&p);
+        return RS_ENOMEM;
+    }
+    hwloc_bitmap_t mine = hwloc_bitmap_alloc();
+    if (!p->synthetic && mine != NULL &&
+        hwloc_get_cpubind(p->topo, mine, HWLOC_CPUBIND_PROCESS) == 0 &&
+        hwloc_bitmap_intersects(mine, all))
+        hwloc_bitmap_and(p->given, all, mine);
+    hwloc_bitmap_free(mine);
+    *out = p;
+    return RS_OK;
+}
+
+rs_err rs_place_create(rs_place **out)
+{
+    *out = NULL;
+    rs_place *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return RS_ENOMEM;
+    if (hwloc_topology_init(&p->topo) != 0) {
+        free(p);
+        return RS_ENOMEM;
+    }
+    /* PCI devices (not bridges or OS devices) so GPUs and their locality are seen. */
+    hwloc_topology_set_type_filter(p->topo, HWLOC_OBJ_PCI_DEVICE, HWLOC_TYPE_FILTER_KEEP_ALL);
+    return finish_create(p, out);
+}
+
+rs_err rs_place_create_synthetic(const char *desc, rs_place **out)
+{
+    *out = NULL;
+    rs_place *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return RS_ENOMEM;
+    if (hwloc_topology_init(&p->topo) != 0) {
+        free(p);
+        return RS_ENOMEM;
+    }
+    p->synthetic = 1;
+    if (hwloc_topology_set_synthetic(p->topo, desc) != 0) {
+        rs_log_error("placement: synthetic topology '%s' rejected by hwloc", desc);
+        hwloc_topology_destroy(p->topo);
+        free(p);
+        return RS_EINVAL;
+    }
+    return finish_create(p, out);
+}
+
+void rs_place_destroy(rs_place **pp)
+{
+    if (pp == NULL || *pp == NULL)
+        return;
+    rs_place *p = *pp;
+    hwloc_bitmap_free(p->given);
+    hwloc_topology_destroy(p->topo);
+    free(p);
+    *pp = NULL;
+}
+
+int rs_place_n_nodes(const rs_place *p)
+{
+    int n = hwloc_get_nbobjs_by_type(p->topo, HWLOC_OBJ_NUMANODE);
+    return n > 0 ? n : 1;
+}
+
+/* The single NUMA node (kernel number) whose memory is local to obj, or -1. */
+static int local_node(const rs_place *p, hwloc_obj_t obj)
+{
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(p->topo, obj);
+    if (anc == NULL || anc->nodeset == NULL || hwloc_bitmap_weight(anc->nodeset) != 1)
+        return -1;
+    return hwloc_bitmap_first(anc->nodeset);
+}
+
+int rs_place_pci_node(const rs_place *p, const char *busid)
+{
+    hwloc_obj_t dev = hwloc_get_pcidev_by_busidstring(p->topo, busid);
+    return dev != NULL && rs_place_n_nodes(p) > 1 ? local_node(p, dev) : -1;
+}
+
+static int is_nvidia_gpu(hwloc_obj_t d)
+{
+    return d->attr->pcidev.vendor_id == 0x10de && (d->attr->pcidev.class_id >> 8) == 0x03;
+}
+
+int rs_place_gpu_node(const rs_place *p)
+{
+    for (hwloc_obj_t d = NULL; (d = hwloc_get_next_pcidev(p->topo, d)) != NULL;)
+        if (is_nvidia_gpu(d))
+            return rs_place_n_nodes(p) > 1 ? local_node(p, d) : -1;
+    return -1;
+}
+
+/* Appends to buf at *at (bounded). */
+static void put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+    if (*at >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *at, len - *at, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *at += (size_t)n < len - *at ? (size_t)n : len - *at - 1;
+}
+
+void rs_place_describe(const rs_place *p, char *buf, size_t len)
+{
+    size_t at = 0;
+    char list[256];
+    hwloc_topology_t t = p->topo;
+    buf[0] = '\0';
+    put(buf, len, &at, "%d package(s), %d NUMA node(s) [",
+        hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE), rs_place_n_nodes(p));
+    hwloc_obj_t n = NULL;
+    for (int i = 0; (n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n)) != NULL; i++) {
+        hwloc_bitmap_list_snprintf(list, sizeof(list), n->cpuset);
+        put(buf, len, &at, "%snode %u: cpus %s, %.1f GiB", i ? "; " : "", n->os_index, list,
+            (double)n->attr->numanode.local_memory / (1024.0 * 1024.0 * 1024.0));
+    }
+    hwloc_bitmap_list_snprintf(list, sizeof(list), p->given);
+    put(buf, len, &at, "], %d cores, %d PUs, given cpus %s", hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE),
+        hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU), list);
+    int gpus = 0;
+    for (hwloc_obj_t d = NULL; (d = hwloc_get_next_pcidev(t, d)) != NULL;) {
+        if (!is_nvidia_gpu(d))
+            continue;
+        put(buf, len, &at, "%s%04x:%02x:%02x.%x (node %d)", gpus++ ? ", " : ", GPUs ",
+            d->attr->pcidev.domain, d->attr->pcidev.bus, d->attr->pcidev.dev,
+            d->attr->pcidev.func, local_node(p, d));
+    }
+    if (gpus == 0)
+        put(buf, len, &at, ", no NVIDIA GPU");
+}
+
+/* The NUMA node object with kernel number os, or NULL. */
+static hwloc_obj_t node_obj(const rs_place *p, int os)
+{
+    hwloc_obj_t n = NULL;
+    while ((n = hwloc_get_next_obj_by_type(p->topo, HWLOC_OBJ_NUMANODE, n)) != NULL)
+        if ((int)n->os_index == os)
+            return n;
+    return NULL;
+}
+
+/* The one node whose CPUs contain all of set (multi-node hosts only), else -1. */
+static int node_covering(const rs_place *p, hwloc_const_cpuset_t set)
+{
+    if (rs_place_n_nodes(p) < 2)
+        return -1;
+    hwloc_obj_t n = NULL;
+    while ((n = hwloc_get_next_obj_by_type(p->topo, HWLOC_OBJ_NUMANODE, n)) != NULL)
+        if (hwloc_bitmap_isincluded(set, n->cpuset))
+            return (int)n->os_index;
+    return -1;
+}
+
+/* set = the CPUs of --cpus; RS_EINVAL when some are not given to this process. */
+static rs_err plan_from_list(const rs_place *p, const char *list, hwloc_bitmap_t set, char *err,
+                             size_t err_len)
+{
+    if (hwloc_bitmap_list_sscanf(set, list) != 0 || hwloc_bitmap_iszero(set)) {
+        snprintf(err, err_len, "--cpus '%s' is not a CPU list", list);
+        return RS_EINVAL;
+    }
+    if (!hwloc_bitmap_isincluded(set, p->given)) {
+        char given[256];
+        hwloc_bitmap_list_snprintf(given, sizeof(given), p->given);
+        snprintf(err, err_len, "--cpus %s: this process may only use CPUs %s", list, given);
+        return RS_EINVAL;
+    }
+    return RS_OK;
+}
+
+/* The default rule for role; writes set, *node and why. */
+static void plan_by_role(const rs_place *p, enum rs_place_role role, int gpu_node,
+                         hwloc_bitmap_t set, int *node, char *why, size_t why_len)
+{
+    hwloc_obj_t g = gpu_node >= 0 ? node_obj(p, gpu_node) : NULL;
+    hwloc_bitmap_copy(set, p->given);
+    *node = -1;
+    if (g == NULL) {
+        snprintf(why, why_len, "%s", role == RS_PLACE_LAUNCHER
+                                         ? "no GPU node: every CPU given to the launcher"
+                                         : "no GPU node: every CPU given, shared with the launcher");
+        return;
+    }
+    if (role == RS_PLACE_LAUNCHER) {
+        hwloc_bitmap_and(set, p->given, g->cpuset);
+        if (!hwloc_bitmap_iszero(set)) {
+            *node = gpu_node;
+            snprintf(why, why_len, "the GPU's NUMA node %d", gpu_node);
+            return;
+        }
+        hwloc_bitmap_copy(set, p->given);
+        snprintf(why, why_len, "the GPU's node %d has no CPU given to us: every CPU given",
+                 gpu_node);
+        return;
+    }
+    hwloc_bitmap_andnot(set, p->given, g->cpuset);
+    if (hwloc_bitmap_iszero(set)) {
+        hwloc_bitmap_copy(set, p->given);
+        snprintf(why, why_len, "no CPU left beside the launcher's node %d: shared", gpu_node);
+        return;
+    }
+    *node = node_covering(p, set);
+    snprintf(why, why_len, "the CPUs the launcher's node %d leaves", gpu_node);
+}
+
+rs_err rs_place_plan(const rs_place *p, enum rs_place_role role, const struct rs_place_opts *o,
+                     int gpu_node, struct rs_place_plan *out, char *err, size_t err_len)
+{
+    memset(out, 0, sizeof(*out));
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (set == NULL)
+        return RS_ENOMEM;
+    rs_err rc = RS_OK;
+    hwloc_obj_t n = o->numa >= 0 ? node_obj(p, o->numa) : NULL;
+    if (o->numa >= 0 && n == NULL) {
+        snprintf(err, err_len, "--numa %d: this host has no such node", o->numa);
+        rc = RS_EINVAL;
+    } else if (o->cpus[0] != '\0') {
+        rc = plan_from_list(p, o->cpus, set, err, err_len);
+        out->node = n != NULL ? o->numa : node_covering(p, set);
+        snprintf(out->why, sizeof(out->why), "--cpus %.160s%s", o->cpus, n ? " and --numa" : "");
+    } else if (n != NULL) {
+        hwloc_bitmap_and(set, p->given, n->cpuset);
+        out->node = o->numa;
+        snprintf(out->why, sizeof(out->why), "--numa %d", o->numa);
+        if (hwloc_bitmap_iszero(set)) {
+            snprintf(err, err_len, "--numa %d: none of the node's CPUs is given to this process",
+                     o->numa);
+            rc = RS_EINVAL;
+        }
+    } else {
+        plan_by_role(p, role, gpu_node, set, &out->node, out->why, sizeof(out->why));
+    }
+    if (rc == RS_OK) {
+        hwloc_bitmap_list_snprintf(out->cpus, sizeof(out->cpus), set);
+        out->n_cpus = hwloc_bitmap_weight(set);
+    }
+    hwloc_bitmap_free(set);
+    return rc;
+}
+
+/* The plan's CPU set, or NULL (logged) for a synthetic topology or a bad list. */
+static hwloc_bitmap_t plan_set(const rs_place *p, const struct rs_place_plan *plan, rs_err *rc)
+{
+    *rc = RS_EUNSUPPORTED;
+    if (p->synthetic)
+        return NULL;
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    *rc = RS_EINVAL;
+    if (set != NULL && hwloc_bitmap_list_sscanf(set, plan->cpus) == 0 &&
+        !hwloc_bitmap_iszero(set))
+        return set;
+    hwloc_bitmap_free(set);
+    rs_log_error("placement: plan CPU list '%s' is empty or malformed", plan->cpus);
+    return NULL;
+}
+
+rs_err rs_place_apply(rs_place *p, const struct rs_place_plan *plan)
+{
+    rs_err rc;
+    hwloc_bitmap_t set = plan_set(p, plan, &rc);
+    if (set == NULL)
+        return rc;
+    rc = RS_OK;
+    if (hwloc_set_cpubind(p->topo, set, HWLOC_CPUBIND_PROCESS) != 0) {
+        rs_log_error("placement: binding the process to CPUs %s: %s", plan->cpus,
+                     strerror(errno));
+        rc = RS_EIO;
+    }
+    hwloc_bitmap_free(set);
+    return rc;
+}
+
+rs_err rs_place_pin_thread(rs_place *p, const struct rs_place_plan *plan, unsigned index)
+{
+    rs_err rc;
+    hwloc_bitmap_t set = plan_set(p, plan, &rc);
+    if (set == NULL)
+        return rc;
+    unsigned k = index % (unsigned)hwloc_bitmap_weight(set);
+    int cpu = hwloc_bitmap_first(set);
+    for (unsigned j = 0; j < k; j++)
+        cpu = hwloc_bitmap_next(set, cpu);
+    hwloc_bitmap_only(set, (unsigned)cpu);
+    rc = RS_OK;
+    if (hwloc_set_cpubind(p->topo, set, HWLOC_CPUBIND_THREAD) != 0) {
+        rs_log_error("placement: pinning a thread to CPU %d: %s", cpu, strerror(errno));
+        rc = RS_EIO;
+    }
+    hwloc_bitmap_free(set);
+    return rc;
+}
+
+rs_err rs_place_bind_memory(rs_place *p, const struct rs_place_plan *plan, void *addr,
+                            size_t len)
+{
+    if (p->synthetic)
+        return RS_EUNSUPPORTED;
+    if (addr == NULL || len == 0 || ((uintptr_t)addr & 4095u) != 0) {
+        rs_log_error("placement: memory range %p + %zu is empty or not page-aligned", addr, len);
+        return RS_EINVAL;
+    }
+    if (plan->node < 0)
+        return RS_OK;
+    hwloc_bitmap_t ns = hwloc_bitmap_alloc();
+    if (ns == NULL)
+        return RS_ENOMEM;
+    hwloc_bitmap_only(ns, (unsigned)plan->node);
+    rs_err rc = RS_OK;
+    if (hwloc_set_area_membind(p->topo, addr, len, ns, HWLOC_MEMBIND_BIND,
+                               HWLOC_MEMBIND_BYNODESET | HWLOC_MEMBIND_MIGRATE) != 0) {
+        rs_log_error("placement: binding %zu bytes at %p to NUMA node %d: %s", len, addr,
+                     plan->node, strerror(errno));
+        rc = RS_EIO;
+    }
+    hwloc_bitmap_free(ns);
+    return rc;
+}
+
+rs_err rs_place_setup(const char *stage, enum rs_place_role role, const struct rs_place_opts *o,
+                      int gpu_node, rs_place **out, struct rs_place_plan *plan, char *err,
+                      size_t err_len)
+{
+    char line[1024];
+    rs_err rc = rs_place_create(out);
+    if (rc != RS_OK) {
+        snprintf(err, err_len, "cannot read the host topology: %s", rs_strerror(rc));
+        return rc;
+    }
+    rs_place_describe(*out, line, sizeof(line));
+    rs_log_info("%s: topology: %s", stage, line);
+    if ((rc = rs_place_plan(*out, role, o, gpu_node, plan, err, err_len)) != RS_OK)
+        return rc;
+    if ((rc = rs_place_apply(*out, plan)) != RS_OK) {
+        snprintf(err, err_len, "cannot bind to CPUs %s: %s", plan->cpus, rs_strerror(rc));
+        return rc;
+    }
+    rs_log_info("%s: placed on CPUs %s (%d), memory node %d (%s)", stage, plan->cpus,
+                plan->n_cpus, plan->node, plan->why);
+    return RS_OK;
+}
