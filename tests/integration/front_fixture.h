@@ -23,7 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <msgpack.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "common/clock.h"
 #include "ipc/pipeline.h"
@@ -31,6 +34,7 @@
 #include "ipc/rundir.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
+#include "ipc/zcert.h"
 #include "ipc/zsock.h"
 #include "tests/rs_test.h"
 
@@ -317,6 +321,58 @@ static inline void fx_generate(struct rs_wire_client_msg *m, const char *id, con
     rs_wire_generate_init(&m->u.gen);
     m->u.gen.has = RS_WIRE_GEN_PROMPT;
     m->u.gen.prompt = (struct rs_wire_str){prompt, (uint32_t)strlen(prompt)};
+}
+
+/* --- tcp with CURVE ------------------------------------------------------------------------ */
+
+/* Server and client key pairs, their files, and a free loopback port for --listen. */
+struct fx_curve {
+    struct rs_zcert server, good, bad; /* good is in the allowlist, bad is not */
+    char secret[300], allow[300];
+    char listen[64];                   /* tcp://127.0.0.1:PORT */
+    const char *args[7];               /* --listen ... --curve-allow FILE, NULL */
+};
+
+static inline int fx_curve_setup(struct fx_curve *k)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
+        return 1;
+    close(fd); /* the daemon binds it next */
+    snprintf(k->listen, sizeof(k->listen), "tcp://127.0.0.1:%d", ntohs(sa.sin_port));
+    snprintf(k->secret, sizeof(k->secret), "%s/server.key", rs_test_tmpdir());
+    snprintf(k->allow, sizeof(k->allow), "%s/allow", rs_test_tmpdir());
+    RS_CHECK(rs_zcert_generate(&k->server) == RS_OK && rs_zcert_generate(&k->good) == RS_OK &&
+             rs_zcert_generate(&k->bad) == RS_OK);
+    RS_CHECK(rs_zcert_save(&k->server, k->secret, NULL) == RS_OK);
+    FILE *f = fopen(k->allow, "w");
+    RS_CHECK(f != NULL);
+    fprintf(f, "# the one client allowed\n%s\n", k->good.public_z85);
+    fclose(f);
+    const char *args[7] = {"--listen", k->listen, "--curve-secret", k->secret, "--curve-allow",
+                           k->allow, NULL};
+    memcpy(k->args, args, sizeof(args));
+    return 0;
+}
+
+/* A CURVE DEALER to the daemon's --listen endpoint with key `good` or `bad`. */
+static inline int fx_curve_client(const struct fx_inst *in, const struct fx_curve *k, int good,
+                                  const char *rid, struct fx_client *c)
+{
+    struct rs_zsock_cfg cfg;
+    memset(c, 0, sizeof(*c));
+    rs_zsock_cfg_default(RS_ZSOCK_DEALER, &cfg);
+    cfg.routing_id = rid;
+    cfg.routing_id_len = strlen(rid);
+    cfg.curve = good ? &k->good : &k->bad;
+    cfg.curve_server_public = k->server.public_z85;
+    RS_CHECK(rs_zsock_create(in->zctx, RS_ZSOCK_DEALER, k->listen, &cfg, &c->s) == RS_OK);
+    c->buf = malloc(RS_WIRE_SERVER_MSG_MAX);
+    rs_wire_buf_init(&c->enc, RS_WIRE_CLIENT_MSG_MAX);
+    return c->buf != NULL ? 0 : 1;
 }
 
 /* --- msgpack by hand, for messages the encoders refuse to produce --------------------------- */

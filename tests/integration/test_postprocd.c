@@ -109,7 +109,7 @@ static int teardown(struct env *e)
 /* --- the test as tokenizerd, schedulerd and launcherd -------------------------------------- */
 
 struct req_opts {
-    int stream;
+    int stream, tcp;
     const char *stops[2];
     int n_logprobs;
 };
@@ -125,7 +125,7 @@ static int make_request(struct env *e, const char *id, const char *client,
     snprintf(r->id, sizeof(r->id), "%s", id);
     r->client_len = (uint8_t)strlen(client);
     memcpy(r->client, client, r->client_len);
-    r->flags = o->stream ? RS_PIPE_F_STREAM : 0;
+    r->flags = (o->stream ? RS_PIPE_F_STREAM : 0) | (o->tcp ? RS_PIPE_F_TCP : 0);
     r->n_prompt = 1;
     r->max_tokens = N_CTX - 1;
     rs_sampling_params_default(&r->sampling);
@@ -767,6 +767,36 @@ static int sample_outputs(struct env *e, struct rs_sample_result *res, uint32_t 
     return 0;
 }
 
+/* A request that came over tcp is answered on the tcp ROUTER, not to an ipc namesake. */
+static int test_tcp_client_is_answered_over_tcp(void)
+{
+    struct env e;
+    struct fx_curve k;
+    RS_CHECK(fx_curve_setup(&k) == 0);
+    int rc = setup(&e, k.args);
+    if (rc != 0)
+        return rc;
+    struct fx_client remote, local;
+    RS_CHECK(fx_curve_client(&e.in, &k, 1, "remote", &remote) == 0 && hello(&remote) == 0);
+    RS_CHECK(fx_client_open(&e.in, "postprocd", "remote", &local) == 0 && hello(&local) == 0);
+    struct rs_table_ref ref;
+    struct req_opts so = {.stream = 1, .tcp = 1};
+    RS_CHECK(make_request(&e, "tr", "remote", &so, &ref) == 0);
+    RS_CHECK(append(&e, ref, 0, 30, 1) == 0);
+    RS_CHECK(finish(&e, ref, rs_pipe_finish_make(RS_WIRE_FINISH_LENGTH, RS_PIPE_STAGE_LAUNCHERD,
+                                                 0)) == 0);
+    static struct rx x;
+    rx_init(&x, "tr");
+    struct rx *rxs[] = {&x};
+    RS_CHECK(pump_finals(&remote, rxs, 1, 5000) == 0 && check_output(&e, &x, 30) == 0);
+    struct rs_wire_server_msg m;
+    RS_CHECK(fx_recv(&local, 300, &m) != 0); /* same routing id over ipc: nothing */
+    rx_fini(&x);
+    fx_client_close(&remote);
+    fx_client_close(&local);
+    return teardown(&e);
+}
+
 static int test_logprobs_travel_with_their_tokens(void)
 {
     struct env e;
@@ -893,6 +923,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_long_unstreamed_output_is_split_before_the_final),
     RS_TEST(test_resume_replays_identical_messages),
     RS_TEST(test_unreachable_client_times_out),
+    RS_TEST(test_tcp_client_is_answered_over_tcp),
     RS_TEST(test_logprobs_travel_with_their_tokens),
     RS_TEST(test_client_mistakes_get_error_replies),
     RS_TEST(test_abort_and_error_finals),

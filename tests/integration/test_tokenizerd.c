@@ -12,12 +12,9 @@
  * tcp only with CURVE, unlisted keys refused).
  */
 #include <grp.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include "common/tokenizer.h"
 #include "common/vocab.h"
-#include "ipc/zcert.h"
 #include "tests/integration/front_fixture.h"
 
 #define MODEL "stories260K.gguf"
@@ -523,68 +520,23 @@ static int test_cancel_sets_the_finish_word_and_rings(void)
     return teardown(&e);
 }
 
-/* A free TCP port on 127.0.0.1 (closed again; the daemon binds it next). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
-        return -1;
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
-static int curve_client(struct env *e, const char *ep, const struct rs_zcert *me,
-                        const struct rs_zcert *server, struct fx_client *c)
-{
-    struct rs_zsock_cfg cfg;
-    memset(c, 0, sizeof(*c));
-    rs_zsock_cfg_default(RS_ZSOCK_DEALER, &cfg);
-    cfg.routing_id = "remote";
-    cfg.routing_id_len = 6;
-    cfg.curve = me;
-    cfg.curve_server_public = server->public_z85;
-    RS_CHECK(rs_zsock_create(e->in.zctx, RS_ZSOCK_DEALER, ep, &cfg, &c->s) == RS_OK);
-    c->buf = malloc(RS_WIRE_SERVER_MSG_MAX);
-    rs_wire_buf_init(&c->enc, RS_WIRE_CLIENT_MSG_MAX);
-    return 0;
-}
-
 /* --listen without CURVE is refused at start; with it, only listed keys get through. */
 static int test_tcp_needs_curve_and_refuses_unlisted_keys(void)
 {
     struct env e;
-    char listen[64], secret[300], allow[300], ep[64];
-    int port = free_port();
-    RS_CHECK(port > 0);
-    snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%d", port);
+    struct fx_curve k;
     int rc = fx_inst_init(&e.in, MODEL, N_CTX, 8);
     if (rc != 0)
         return rc;
-    const char *plain[] = {"--listen", listen, NULL};
+    RS_CHECK(fx_curve_setup(&k) == 0);
+    const char *plain[] = {"--listen", k.listen, NULL};
     RS_CHECK(fx_daemon_start(&e.in, "tokenizerd", &e.tokd, plain) == 0);
     RS_CHECK(fx_daemon_wait(&e.tokd) == 2); /* refused before touching anything */
     fx_inst_fini(&e.in);
-
-    struct rs_zcert server, good, bad;
-    RS_CHECK(rs_zcert_generate(&server) == RS_OK && rs_zcert_generate(&good) == RS_OK &&
-             rs_zcert_generate(&bad) == RS_OK);
-    snprintf(secret, sizeof(secret), "%s/server.key", rs_test_tmpdir());
-    snprintf(allow, sizeof(allow), "%s/allow", rs_test_tmpdir());
-    RS_CHECK(rs_zcert_save(&server, secret, NULL) == RS_OK);
-    FILE *f = fopen(allow, "w");
-    RS_CHECK(f != NULL);
-    fprintf(f, "# the one client allowed\n%s\n", good.public_z85);
-    fclose(f);
-    const char *curve[] = {"--listen", listen, "--curve-secret", secret, "--curve-allow", allow,
-                           NULL};
-    RS_CHECK(setup(&e, 8, curve) == 0);
-    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", port);
+    RS_CHECK(setup(&e, 8, k.args) == 0);
     struct fx_client in, out;
-    RS_CHECK(curve_client(&e, ep, &good, &server, &in) == 0);
-    RS_CHECK(curve_client(&e, ep, &bad, &server, &out) == 0);
+    RS_CHECK(fx_curve_client(&e.in, &k, 1, "remote", &in) == 0);
+    RS_CHECK(fx_curve_client(&e.in, &k, 0, "remote", &out) == 0);
     struct rs_wire_client_msg m;
     struct rs_wire_server_msg reply;
     fx_generate(&m, "remote-1", "Hello");
@@ -600,8 +552,6 @@ static int test_tcp_needs_curve_and_refuses_unlisted_keys(void)
     RS_CHECK(count_published(e.sched) == 1);
     fx_client_close(&in);
     fx_client_close(&out);
-    unlink(secret);
-    unlink(allow);
     return teardown(&e);
 }
 
