@@ -16,13 +16,15 @@
 static void report(uint32_t B, const struct lb_step *st, uint32_t n, uint64_t *v)
 {
     LB_FIELD(v, st, n, wall);
-    double wall_mean = lb_mean_us(v, n), wall_p50 = lb_q_us(v, n, 0.5), wall_p99 = lb_q_us(v, n, 0.99);
+    double wall_mean = lb_mean_us(v, n), wall_p50 = lb_q_us(v, n, 0.5),
+           wall_p99 = lb_q_us(v, n, 0.99);
     LB_FIELD(v, st, n, fwd);
     double fwd = lb_mean_us(v, n);
     LB_FIELD(v, st, n, smp);
     double smp = lb_mean_us(v, n);
     LB_FIELD(v, st, n, pickup);
-    double pick_mean = lb_mean_us(v, n), pick_p50 = lb_q_us(v, n, 0.5), pick_p99 = lb_q_us(v, n, 0.99);
+    double pick_mean = lb_mean_us(v, n), pick_p50 = lb_q_us(v, n, 0.5),
+           pick_p99 = lb_q_us(v, n, 0.99);
     for (uint32_t i = 0; i < n; i++)
         v[i] = st[i].inside - st[i].fwd - st[i].smp;
     double own = lb_mean_us(v, n);
@@ -30,9 +32,10 @@ static void report(uint32_t B, const struct lb_step *st, uint32_t n, uint64_t *v
         v[i] = st[i].wall - st[i].fwd - st[i].smp;
     double ovh_mean = lb_mean_us(v, n), ovh_p50 = lb_q_us(v, n, 0.5), ovh_p99 = lb_q_us(v, n, 0.99);
     double back = ovh_mean - pick_mean - own;
-    printf("batch %2u: %8.1f steps/s %9.1f tok/s | step %8.1f us (p50 %.1f p99 %.1f): forward %.1f, "
-           "sampling %.1f\n",
-           B, 1e6 / wall_mean, 1e6 * B / wall_mean, wall_mean, wall_p50, wall_p99, fwd, smp);
+    printf(
+        "batch %2u: %8.1f steps/s %9.1f tok/s | step %8.1f us (p50 %.1f p99 %.1f): forward %.1f, "
+        "sampling %.1f\n",
+        B, 1e6 / wall_mean, 1e6 * B / wall_mean, wall_mean, wall_p50, wall_p99, fwd, smp);
     printf("          pickup commit->launcher p50 %.1f us p99 %.1f us | ring overhead per step "
            "%.1f us (p50 %.1f p99 %.1f) = %.2f%% of the step: pickup %.1f + launcher "
            "bookkeeping %.1f + result->driver %.1f\n",

@@ -110,8 +110,8 @@ static int inproc_decode(struct inproc *ip, const struct ld *d, const struct lb_
     uint32_t P = a->prompt, n_ctx = d->cfg.n_ctx, at[LD_MAX_SEQS];
     struct rs_model_seq seqs[LD_MAX_SEQS];
     for (uint32_t i = 0; i < B; i++) {
-        seqs[i] = (struct rs_model_seq){ip->ids + (size_t)i * n_ctx + P + k, 1, P + k,
-                                        ip->tables + (size_t)i * ip->mbps, ip->mbps, 1};
+        seqs[i] = (struct rs_model_seq){ip->ids + (size_t)i * n_ctx + P + k, 1,        P + k,
+                                        ip->tables + (size_t)i * ip->mbps,   ip->mbps, 1};
         at[i] = P + k + 1;
     }
     uint64_t t0 = rs_clock_ns();
@@ -185,8 +185,7 @@ static int cmp_u64(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-static void report_four(uint32_t B, const struct lb_args *a, uint64_t *t_in, uint64_t *t4,
-                        int same)
+static void report_four(uint32_t B, const struct lb_args *a, uint64_t *t_in, uint64_t *t4, int same)
 {
     qsort(t_in, a->reps, sizeof(*t_in), cmp_u64);
     qsort(t4, a->reps, sizeof(*t4), cmp_u64);
@@ -232,8 +231,8 @@ int main(int argc, char **argv)
         uint64_t t_in[16], t4[16];
         for (uint32_t r = 0; rc == 0 && r < a.reps; r++) {
             uint64_t pre = 0;
-            rc = both_phase(&ip, &d, &a, B, in + (size_t)r * a.steps, st + (size_t)r * a.steps,
-                            o1, o2, &pre);
+            rc = both_phase(&ip, &d, &a, B, in + (size_t)r * a.steps, st + (size_t)r * a.steps, o1,
+                            o2, &pre);
             same &= memcmp(o1, o2, (size_t)B * a.steps * sizeof(int32_t)) == 0;
             t_in[r] = pre;
             for (uint32_t k = 0; k < a.steps; k++)

@@ -22,13 +22,13 @@
 
 struct lb_args {
     const char *model;
-    char bin[300];          /* launcherd */
-    int threads;            /* model threads (launcherd and in-process); 0 = all CPUs */
-    uint32_t steps;         /* decode steps per phase */
-    uint32_t prompt;        /* prompt tokens per request */
-    uint32_t reps;          /* phases per batch size (figures over all of them) */
-    uint32_t spin_us;       /* launcherd --spin-us, and the driver polls results as long */
-    int no_four;            /* bench_pipeline_overhead: skip the four-daemon run */
+    char bin[300];    /* launcherd */
+    int threads;      /* model threads (launcherd and in-process); 0 = all CPUs */
+    uint32_t steps;   /* decode steps per phase */
+    uint32_t prompt;  /* prompt tokens per request */
+    uint32_t reps;    /* phases per batch size (figures over all of them) */
+    uint32_t spin_us; /* launcherd --spin-us, and the driver polls results as long */
+    int no_four;      /* bench_pipeline_overhead: skip the four-daemon run */
     uint32_t batches[LB_MAX_BATCHES], n_batches;
 };
 
@@ -190,7 +190,8 @@ static inline int lb_decode(struct ld *d, const struct lb_args *a, struct lb_pha
         return ld_fail("phase", "step failed");
     *st = (struct lb_step){.wall = d->last_seen_ns - d->last_planned_ns,
                            .pickup = r->picked_ns - d->last_planned_ns,
-                           .inside = r->done_ns - r->picked_ns, .fwd = r->forward_ns,
+                           .inside = r->done_ns - r->picked_ns,
+                           .fwd = r->forward_ns,
                            .smp = r->sample_ns};
     const struct rs_pipe_result_row *rows = rs_pipe_result_rows(r);
     for (uint32_t i = 0; i < ph->B; i++) {
@@ -244,9 +245,9 @@ static inline double lb_mean_us(const uint64_t *v, uint32_t n)
 }
 
 /* Field f of st[0..n) into v. */
-#define LB_FIELD(v, st, n, f)                                                                  \
-    for (uint32_t i_ = 0; i_ < (n); i_++)                                                      \
-        (v)[i_] = (st)[i_].f
+#define LB_FIELD(v, st, n, f)                                                                      \
+    for (uint32_t i_ = 0; i_ < (n); i_++)                                                          \
+    (v)[i_] = (st)[i_].f
 
 static inline void lb_cleanup(struct ld *d, const char *dir)
 {

@@ -22,8 +22,8 @@ struct four {
     struct rs_harness h;
     rs_client *c;
     uint32_t steps, n_vocab;
-    uint32_t got[LD_MAX_SEQS];  /* tokens received per request */
-    int32_t *tok;               /* LD_MAX_SEQS x (steps + 1) */
+    uint32_t got[LD_MAX_SEQS]; /* tokens received per request */
+    int32_t *tok;              /* LD_MAX_SEQS x (steps + 1) */
     uint32_t finals, bad;
     uint64_t last_ns;
 };

@@ -32,14 +32,14 @@ struct launcher_opts {
 /* What one processed batch did (for the loop's doorbells, logs and the benches). */
 struct launcher_step_info {
     uint64_t batch_id;
-    uint32_t status;        /* enum rs_pipe_result_status */
+    uint32_t status; /* enum rs_pipe_result_status */
     uint32_t n_rows;
-    uint32_t n_sampled;     /* rows that appended a new token */
-    uint32_t n_refused;     /* seqs not run (ERROR rows) */
+    uint32_t n_sampled; /* rows that appended a new token */
+    uint32_t n_refused; /* seqs not run (ERROR rows) */
 };
 
 struct launcher {
-    struct rs_pipe *p;          /* borrowed: the opened pipeline (stage launcherd) */
+    struct rs_pipe *p; /* borrowed: the opened pipeline (stage launcherd) */
     rs_model *model;
     rs_vocab *vocab;
     rs_kvcache *kv;
@@ -47,17 +47,17 @@ struct launcher {
     int32_t eog[LAUNCHER_EOG_MAX];
     uint32_t n_eog;
     uint32_t n_vocab;
-    uint64_t load_ns;           /* weight load + KV allocation time */
-    uint64_t spin_ns;           /* launcher_opts.spin_us in ns */
+    uint64_t load_ns; /* weight load + KV allocation time */
+    uint64_t spin_ns; /* launcher_opts.spin_us in ns */
 
     /* per-batch scratch, sized from the configuration (max_seqs, n_ctx, n_vocab) */
-    struct rs_model_seq *seqs;  /* the seqs passed to the model (refused ones left out) */
-    uint32_t *run_of;           /* batch seq -> index in seqs, or UINT32_MAX when refused */
-    uint32_t *tables;           /* max_seqs x max_blocks_per_seq block ids copied from kv rows */
-    int32_t *history;           /* n_ctx tokens: a request's list for the penalties */
-    float *logits;              /* n_vocab: the row being sampled (the sampler edits it) */
-    struct rs_wire_door door;   /* tokens_ready of the batch being processed */
-    struct rs_wire_door rx;     /* doorbell received */
+    struct rs_model_seq *seqs; /* the seqs passed to the model (refused ones left out) */
+    uint32_t *run_of;          /* batch seq -> index in seqs, or UINT32_MAX when refused */
+    uint32_t *tables;          /* max_seqs x max_blocks_per_seq block ids copied from kv rows */
+    int32_t *history;          /* n_ctx tokens: a request's list for the penalties */
+    float *logits;             /* n_vocab: the row being sampled (the sampler edits it) */
+    struct rs_wire_door door;  /* tokens_ready of the batch being processed */
+    struct rs_wire_door rx;    /* doorbell received */
 
     /* the batch held from the ring (serve.c): kept across ticks while the result ring is full */
     struct rs_ring_rd rd;

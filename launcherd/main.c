@@ -57,8 +57,8 @@ static int parse_own(struct launcher_opts *o, int argc, char **argv, int *i, cha
                      size_t err_len)
 {
     const char *opt = argv[*i];
-    if (strcmp(opt, "--threads") != 0 && strcmp(opt, "--isa") != 0 &&
-        strcmp(opt, "--group") != 0 && strcmp(opt, "--spin-us") != 0)
+    if (strcmp(opt, "--threads") != 0 && strcmp(opt, "--isa") != 0 && strcmp(opt, "--group") != 0 &&
+        strcmp(opt, "--spin-us") != 0)
         return 0;
     if (*i + 1 >= argc) {
         snprintf(err, err_len, "option %s needs a value", opt);

@@ -29,13 +29,13 @@ void launcher_fail_request(struct launcher *l, uint64_t batch_id, struct rs_tabl
 {
     void *rec;
     if (rs_table_get(l->p->requests, ref, NULL, &rec) != RS_OK) {
-        rs_log_req(RS_LOG_WARN, RS_LOG_NOID, batch_id, "record %u (gen %u) is gone: %s",
-                   ref.index, ref.gen, why);
+        rs_log_req(RS_LOG_WARN, RS_LOG_NOID, batch_id, "record %u (gen %u) is gone: %s", ref.index,
+                   ref.gen, why);
         return;
     }
     struct rs_pipe_req *r = rec;
-    uint32_t word = rs_pipe_finish_make(RS_WIRE_FINISH_ERROR, RS_PIPE_STAGE_LAUNCHERD,
-                                        RS_WIRE_INTERNAL);
+    uint32_t word =
+        rs_pipe_finish_make(RS_WIRE_FINISH_ERROR, RS_PIPE_STAGE_LAUNCHERD, RS_WIRE_INTERNAL);
     int set = rs_pipe_finish_set(r, word);
     rs_counter_add(&metrics(l)->counter[RS_M_LAU_SEQ_ERRORS], 1);
     rs_log_req(RS_LOG_ERROR, r->handle, batch_id, "request failed%s: %s",
@@ -53,8 +53,8 @@ static enum rs_finish_reason stop_reason(const struct launcher *l, const struct 
     uint32_t n_ids = r->n_stop_ids < RS_WIRE_STOP_IDS_MAX ? r->n_stop_ids : RS_WIRE_STOP_IDS_MAX;
     sp.n_stop_ids = (int32_t)(n_ids < RS_STOP_MAX_IDS ? n_ids : RS_STOP_MAX_IDS);
     memcpy(sp.stop_ids, r->stop_ids, (size_t)sp.n_stop_ids * sizeof(int32_t));
-    enum rs_finish_reason why = rs_stop_check(&sp, l->eog, l->n_eog, tok, r->n_prompt,
-                                              (uint64_t)k + 1, l->p->cfg.n_ctx);
+    enum rs_finish_reason why =
+        rs_stop_check(&sp, l->eog, l->n_eog, tok, r->n_prompt, (uint64_t)k + 1, l->p->cfg.n_ctx);
     /* The wire allows more stop ids than stop.h holds: the rest are checked here. */
     for (uint32_t i = (uint32_t)sp.n_stop_ids; i < n_ids && why != RS_FINISH_STOP; i++)
         if (r->stop_ids[i] == tok)
@@ -121,9 +121,9 @@ static int32_t sample(struct launcher *l, uint64_t batch_id, struct rs_table_ref
         if (rc == RS_ESTALE)
             write_refused(l, batch_id, ref, "its logprob list is written by another process");
         else if (rc != RS_OK)
-            launcher_fail_request(l, batch_id, ref, rc == RS_ENOMEM
-                                                        ? "no room left for its logprobs"
-                                                        : "cannot store its logprobs");
+            launcher_fail_request(l, batch_id, ref,
+                                  rc == RS_ENOMEM ? "no room left for its logprobs"
+                                                  : "cannot store its logprobs");
         if (rc != RS_OK)
             return -1;
         RS_FAILPOINT("launcher.row.after_logprobs");

@@ -62,8 +62,8 @@ static uint32_t kv_lost(struct launcher *l, const struct rs_pipe_batch *b,
     struct rs_pipe_result_row *rows = rs_pipe_result_rows(res);
     for (uint32_t i = 0; i < b->n_seqs; i++) {
         struct rs_table_ref ref = {seqs[i].req_index, seqs[i].req_gen};
-        rows[i] = (struct rs_pipe_result_row){.req_index = ref.index, .req_gen = ref.gen,
-                                              .token = -1, .n_tokens = list_len(l, ref)};
+        rows[i] = (struct rs_pipe_result_row){
+            .req_index = ref.index, .req_gen = ref.gen, .token = -1, .n_tokens = list_len(l, ref)};
     }
     res->status = RS_PIPE_RESULT_KV_LOST;
     res->n_rows = b->n_seqs;
@@ -121,8 +121,8 @@ static uint32_t prepare(struct launcher *l, const struct rs_pipe_batch *b,
         uint32_t *table = l->tables + (size_t)i * l->p->cfg.max_blocks_per_seq;
         int gone;
         const char *why = admit(l, s, table, &gone);
-        rows[i] = (struct rs_pipe_result_row){.req_index = ref.index, .req_gen = ref.gen,
-                                              .token = -1, .computed = s->pos0};
+        rows[i] = (struct rs_pipe_result_row){
+            .req_index = ref.index, .req_gen = ref.gen, .token = -1, .computed = s->pos0};
         if (why != NULL) {
             l->run_of[i] = REFUSED;
             (*n_refused)++;
@@ -135,8 +135,10 @@ static uint32_t prepare(struct launcher *l, const struct rs_pipe_batch *b,
         }
         l->run_of[i] = n_run;
         l->seqs[n_run++] = (struct rs_model_seq){.tokens = tokens + s->tok_off,
-                                                 .n_tokens = s->n_tokens, .pos0 = s->pos0,
-                                                 .block_table = table, .n_blocks = s->n_blocks,
+                                                 .n_tokens = s->n_tokens,
+                                                 .pos0 = s->pos0,
+                                                 .block_table = table,
+                                                 .n_blocks = s->n_blocks,
                                                  .want_logits = (int)s->want_logits};
     }
     return n_run;
@@ -223,7 +225,8 @@ uint32_t launcher_run(struct launcher *l, const struct rs_ring_rd *rd, int crc_o
         len = kv_lost(l, b, res);
     else {
         if (b->planned_ns != 0 && res->picked_ns > b->planned_ns)
-            rs_hist_add(&metrics(l)->hist[RS_H_LAU_PICKUP], (res->picked_ns - b->planned_ns) / 1000);
+            rs_hist_add(&metrics(l)->hist[RS_H_LAU_PICKUP],
+                        (res->picked_ns - b->planned_ns) / 1000);
         len = run_batch(l, b, res, info);
     }
     info->status = res->status;

@@ -38,30 +38,30 @@
 struct ld {
     struct rs_pipe_config cfg;
     char rundir[RS_RUNDIR_PATH_MAX + 1];
-    char log_path[300];           /* launcherd's stderr (appended across restarts) */
-    char bin[300];                /* the launcherd executable */
-    const char *extra[8];         /* extra launcherd arguments (e.g. --threads 1) */
+    char log_path[300];   /* launcherd's stderr (appended across restarts) */
+    char bin[300];        /* the launcherd executable */
+    const char *extra[8]; /* extra launcherd arguments (e.g. --threads 1) */
     int n_extra;
-    const char *failpoint;        /* RS_FAILPOINT for the next ld_spawn (NULL: none) */
-    pid_t pid;                    /* running launcherd, 0 = none */
-    int died;                     /* launcherd exited while the driver waited for a result */
-    uint64_t last_planned_ns;     /* planned_ns of the last batch ld_commit wrote */
-    uint64_t last_seen_ns;        /* when ld_result last returned a record */
-    uint64_t spin_ns;             /* ld_result polls the ring this long before sleeping */
-    uint32_t inc;                 /* its incarnation once ready */
-    struct rs_pipe *sched, *tok;  /* the roles this driver plays */
+    const char *failpoint;       /* RS_FAILPOINT for the next ld_spawn (NULL: none) */
+    pid_t pid;                   /* running launcherd, 0 = none */
+    int died;                    /* launcherd exited while the driver waited for a result */
+    uint64_t last_planned_ns;    /* planned_ns of the last batch ld_commit wrote */
+    uint64_t last_seen_ns;       /* when ld_result last returned a record */
+    uint64_t spin_ns;            /* ld_result polls the ring this long before sleeping */
+    uint32_t inc;                /* its incarnation once ready */
+    struct rs_pipe *sched, *tok; /* the roles this driver plays */
     void *zctx;
-    struct rs_pipe_doors doors;   /* as schedulerd: inbox schedulerd.door */
-    uint32_t stride;              /* block permutation stride (coprime with n_kv_blocks) */
-    uint64_t batch_buf[1 << 13];  /* last result record read (64 KiB, 8-aligned) */
+    struct rs_pipe_doors doors;  /* as schedulerd: inbox schedulerd.door */
+    uint32_t stride;             /* block permutation stride (coprime with n_kv_blocks) */
+    uint64_t batch_buf[1 << 13]; /* last result record read (64 KiB, 8-aligned) */
 };
 
 /* A request as the driver's planner sees it. */
 struct ld_req {
     struct rs_table_ref ref;
-    uint32_t slot;        /* running slot = KV row */
+    uint32_t slot; /* running slot = KV row */
     uint32_t n_prompt;
-    uint32_t n_computed;  /* tokens whose K/V the launcher holds */
+    uint32_t n_computed; /* tokens whose K/V the launcher holds */
 };
 
 static inline int ld_fail(const char *what, const char *detail)
@@ -148,10 +148,23 @@ static inline int ld_spawn(struct ld *d)
     snprintf(reqs, sizeof(reqs), "%u", d->cfg.max_requests);
     snprintf(seqs, sizeof(seqs), "%u", d->cfg.max_seqs);
     snprintf(toks, sizeof(toks), "%u", d->cfg.max_batched_tokens);
-    const char *argv[LD_MAX_ARGS] = {d->bin, "--instance", d->cfg.instance, "--model",
-                                     d->cfg.model_path, "--ctx", ctx, "--kv-blocks", blocks,
-                                     "--max-requests", reqs, "--max-seqs", seqs,
-                                     "--max-batched-tokens", toks, "--rundir", d->rundir};
+    const char *argv[LD_MAX_ARGS] = {d->bin,
+                                     "--instance",
+                                     d->cfg.instance,
+                                     "--model",
+                                     d->cfg.model_path,
+                                     "--ctx",
+                                     ctx,
+                                     "--kv-blocks",
+                                     blocks,
+                                     "--max-requests",
+                                     reqs,
+                                     "--max-seqs",
+                                     seqs,
+                                     "--max-batched-tokens",
+                                     toks,
+                                     "--rundir",
+                                     d->rundir};
     int argc = 17;
     for (int i = 0; i < d->n_extra && argc < LD_MAX_ARGS - 1; i++)
         argv[argc++] = d->extra[i];
@@ -259,8 +272,8 @@ static inline uint32_t ld_block(const struct ld *d, uint32_t s, uint32_t j)
 static inline int ld_admit(struct ld *d, struct ld_req *q, uint32_t slot)
 {
     struct rs_pipe_req *r = rs_pipe_req_at(d->sched, q->ref.index);
-    if (rs_table_transition(d->sched->requests, q->ref, RS_PIPE_REQ_WAITING,
-                            RS_PIPE_REQ_RUNNING) != RS_OK)
+    if (rs_table_transition(d->sched->requests, q->ref, RS_PIPE_REQ_WAITING, RS_PIPE_REQ_RUNNING) !=
+        RS_OK)
         return ld_fail("admit", "transition");
     r->run_slot = slot;
     struct rs_pipe_kvrow *row = rs_pipe_kvrow_at(d->sched, slot);
@@ -313,7 +326,9 @@ static inline int ld_commit(struct ld *d, const struct ld_seq *seqs, uint32_t n,
     for (uint32_t i = 0; i < n; i++)
         total += seqs[i].n_tokens;
     *b = (struct rs_pipe_batch){.batch_id = atomic_fetch_add(&d->sched->shared->next_batch, 1) + 1,
-                                .launcher_inc = inc, .n_seqs = n, .n_tokens = total};
+                                .launcher_inc = inc,
+                                .n_seqs = n,
+                                .n_tokens = total};
     struct rs_pipe_batch_seq *bs = rs_pipe_batch_seqs(b);
     int32_t *tok = rs_pipe_batch_tokens(b);
     uint32_t off = 0;
@@ -321,10 +336,15 @@ static inline int ld_commit(struct ld *d, const struct ld_seq *seqs, uint32_t n,
         const struct ld_seq *s = &seqs[i];
         uint32_t len = ld_len(d, s->q), got = 0;
         uint32_t end = s->pos0 + s->n_tokens, bs_ = d->cfg.block_size;
-        bs[i] = (struct rs_pipe_batch_seq){
-            .req_index = s->q->ref.index, .req_gen = s->q->ref.gen, .run_slot = s->q->slot,
-            .pos0 = s->pos0, .n_tokens = s->n_tokens, .n_blocks = (end + bs_ - 1) / bs_,
-            .tok_off = off, .want_logits = end == len, .out_index = len - s->q->n_prompt};
+        bs[i] = (struct rs_pipe_batch_seq){.req_index = s->q->ref.index,
+                                           .req_gen = s->q->ref.gen,
+                                           .run_slot = s->q->slot,
+                                           .pos0 = s->pos0,
+                                           .n_tokens = s->n_tokens,
+                                           .n_blocks = (end + bs_ - 1) / bs_,
+                                           .tok_off = off,
+                                           .want_logits = end == len,
+                                           .out_index = len - s->q->n_prompt};
         if (rs_arena_read(d->sched->tokens, s->q->ref, s->pos0, s->n_tokens, tok + off, &got) !=
                 RS_OK ||
             got != s->n_tokens)
@@ -388,8 +408,8 @@ static inline const struct rs_pipe_result *ld_result(struct ld *d, int timeout_m
 }
 
 /* The result for batch `id`, skipping (and counting in *older) results of earlier batches. */
-static inline const struct rs_pipe_result *ld_result_for(struct ld *d, uint64_t id,
-                                                         int timeout_ms, int *older)
+static inline const struct rs_pipe_result *ld_result_for(struct ld *d, uint64_t id, int timeout_ms,
+                                                         int *older)
 {
     for (;;) {
         const struct rs_pipe_result *r = ld_result(d, timeout_ms);
@@ -409,8 +429,8 @@ static inline uint32_t ld_finish(struct ld *d, const struct ld_req *q)
 /*
  * Plans one batch: every unfinished request of qs runs what its list holds
  * beyond its K/V (all of it after a launcher change), at most max_batched
- * tokens in all (a prefill that does not fit runs in chunks). Commits it for launcher incarnation `inc` (0: the current
- * one), waits for its result, applies it (n_computed := row.computed; a
+ * tokens in all (a prefill that does not fit runs in chunks). Commits it for launcher incarnation
+ * `inc` (0: the current one), waits for its result, applies it (n_computed := row.computed; a
  * KV_LOST result resets every n_computed to 0). Returns the result status,
  * 3 when no request is left, -1 on failure.
  */
@@ -433,9 +453,8 @@ static inline int ld_step(struct ld *d, struct ld_req *qs, uint32_t n, uint32_t 
     if (ns == 0)
         return 3;
     uint64_t id;
-    if (ld_commit(d, seqs, ns, inc != 0 ? inc : rs_pipe_stage_inc(d->sched,
-                                                                  RS_PIPE_STAGE_LAUNCHERD),
-                  &id) != 0)
+    if (ld_commit(d, seqs, ns,
+                  inc != 0 ? inc : rs_pipe_stage_inc(d->sched, RS_PIPE_STAGE_LAUNCHERD), &id) != 0)
         return -1;
     const struct rs_pipe_result *r = ld_result_for(d, id, 30000, NULL);
     if (r == NULL)
