@@ -84,8 +84,8 @@ rs_err ring_validate(const void *mem, const struct shm_region_dir *d, uint32_t n
 
 const char *rs_ring_state_name(unsigned state)
 {
-    static const char *names[] = {"FREE", "WRITING", "COMMITTED", "READING",
-                                  "IN_FLIGHT", "DONE", "ABANDONED", "QUARANTINED"};
+    static const char *names[] = {"FREE",      "WRITING",   "COMMITTED",  "READING",
+                                  "IN_FLIGHT", "ABANDONED", "QUARANTINED"};
     return state < RS_RING_NSTATES ? names[state] : "INVALID";
 }
 
@@ -124,6 +124,7 @@ rs_err rs_ring_open(rs_shm *shm, const char *name, rs_role *self, rs_ring **out)
     r->prod_role = d->prod_role;
     r->cons_role = d->cons_role;
     r->side = side;
+    r->hint_every = r->n / 2;
     r->inc = self ? rs_role_inc(self) : 0;
     snprintf(r->name, sizeof(r->name), "%s", name);
     *out = r;
@@ -274,17 +275,28 @@ void ring_advance_cons(struct rs_ring *r, uint64_t v)
         ;
 }
 
-/* Skips the hole at c_read (ABANDONED): consumed-seq first, then QUARANTINED for the next lap. */
+/*
+ * Publishes the consumed-seq hint at least every n/2 releases, so it lags
+ * the truth by less than one lap: recovery scans forward from it.
+ */
+static void publish_hint(rs_ring *r)
+{
+    if (r->c_rel - r->c_hint >= r->hint_every) {
+        ring_advance_cons(r, r->c_rel);
+        r->c_hint = r->c_rel;
+    }
+}
+
+/* Skips the hole at c_read (ABANDONED) by re-lapping it QUARANTINED, one CAS. */
 static void pass_hole(rs_ring *r, uint32_t k, uint64_t w)
 {
-    ring_advance_cons(r, r->c_read + 1);
-    RS_FAILPOINT("ring.hole.after_cons");
     uint64_t next = rs_sw_make(RS_RING_QUARANTINED, rs_sw_gen_next(rs_sw_gen(w)), rs_sw_owner(w));
     atomic_compare_exchange_strong_explicit(&r->slots[k].sw, &w, next, memory_order_release,
                                             memory_order_relaxed);
     r->c_read++;
     r->c_rel++;
     ring_count(&r->h->c_holes);
+    publish_hint(r);
 }
 
 /* A record committed by a fenced producer after its fence: never delivered. */
@@ -341,14 +353,43 @@ static rs_err take(rs_ring *r, uint32_t k, uint64_t w, struct rs_ring_rd *rd)
     return RS_OK;
 }
 
-/* The slot of c_read is a lap ahead: a fenced consumer passed a hole there. */
-static int resync_ahead(rs_ring *r)
+/* Looks at the slot of c_read once. RS_EAGAIN: nothing now; 1 (as rs_err): look again. */
+static rs_err get_step(rs_ring *r, struct rs_ring_rd *rd)
 {
-    uint64_t c = atomic_load_explicit(&r->h->cons_seq, memory_order_acquire);
-    if (r->c_read != r->c_rel || !seq_lt(r->c_read, c))
-        return 0;
-    r->c_read = r->c_rel = c;
-    return 1;
+    uint32_t k = (uint32_t)r->c_read & r->mask, lap = ring_lap(r, r->c_read);
+    uint64_t w = atomic_load_explicit(&r->slots[k].sw, memory_order_acquire);
+    if (rs_sw_gen(w) == rs_sw_gen_next(lap)) {
+        /* Already consumed: a fenced consumer passed this hole after our recovery. */
+        if (r->c_read != r->c_rel)
+            return RS_EAGAIN;
+        r->c_read++, r->c_rel++;
+        return (rs_err)1;
+    }
+    if (rs_sw_gen(w) != lap) {
+        rs_log_error("ring %s: slot %u lap %u, expected %u for seq %llu", r->name, k, rs_sw_gen(w),
+                     lap, (unsigned long long)r->c_read);
+        return RS_EIO;
+    }
+    switch (rs_sw_state(w)) {
+    case RS_RING_FREE:
+    case RS_RING_QUARANTINED: /* the producer has not decided this seq yet */
+    case RS_RING_WRITING: return RS_EAGAIN;
+    case RS_RING_ABANDONED:
+        if (r->c_read != r->c_rel)
+            return RS_EAGAIN; /* pass holes with nothing held: releases stay in seq order */
+        pass_hole(r, k, w);
+        return (rs_err)1;
+    case RS_RING_COMMITTED: {
+        rs_err e = take(r, k, w, rd);
+        return e == RS_EAGAIN ? (rs_err)1 : e;
+    }
+    default:
+        if (rs_sw_owner(w) != r->inc && ring_cons_help(r, k, w))
+            return (rs_err)1;
+        rs_log_error("ring %s: slot %u is %s by incarnation %u at our next seq", r->name, k,
+                     rs_ring_state_name(rs_sw_state(w)), rs_sw_owner(w));
+        return RS_EIO;
+    }
 }
 
 rs_err rs_ring_try_get(rs_ring *r, struct rs_ring_rd *rd)
@@ -360,38 +401,9 @@ rs_err rs_ring_try_get(rs_ring *r, struct rs_ring_rd *rd)
         return RS_EAGAIN;
     if (!is_current(r))
         return RS_ESTALE;
-    for (uint32_t tries = 0; tries <= 2 * r->n + 2; tries++) {
-        uint32_t k = (uint32_t)r->c_read & r->mask, lap = ring_lap(r, r->c_read);
-        uint64_t w = atomic_load_explicit(&r->slots[k].sw, memory_order_acquire);
-        if (rs_sw_gen(w) != lap) {
-            if (rs_sw_gen(w) == rs_sw_gen_next(lap) && resync_ahead(r))
-                continue;
-            rs_log_error("ring %s: slot %u lap %u, expected %u for seq %llu", r->name, k,
-                         rs_sw_gen(w), lap, (unsigned long long)r->c_read);
-            return RS_EIO;
-        }
-        switch (rs_sw_state(w)) {
-        case RS_RING_FREE:
-        case RS_RING_QUARANTINED: /* the producer has not decided this seq yet */
-        case RS_RING_WRITING: return RS_EAGAIN;
-        case RS_RING_ABANDONED:
-            if (r->c_read != r->c_rel)
-                return RS_EAGAIN; /* pass holes only with nothing held, to keep cons_seq exact */
-            pass_hole(r, k, w);
-            continue;
-        case RS_RING_COMMITTED:
-            e = take(r, k, w, rd);
-            if (e != RS_EAGAIN)
-                return e;
-            continue;
-        default:
-            if (rs_sw_owner(w) == r->inc || !ring_cons_help(r, k, w)) {
-                rs_log_error("ring %s: slot %u is %s by incarnation %u at our next seq", r->name,
-                             k, rs_ring_state_name(rs_sw_state(w)), rs_sw_owner(w));
-                return RS_EIO;
-            }
-        }
-    }
+    for (uint32_t tries = 0; tries <= 2 * r->n + 2; tries++)
+        if ((e = get_step(r, rd)) != (rs_err)1)
+            return e;
     return RS_EAGAIN;
 }
 
@@ -422,27 +434,25 @@ rs_err rs_ring_release(rs_ring *r, const struct rs_ring_rd *rd)
     }
     _Atomic uint64_t *sw = &r->slots[rd->slot].sw;
     uint64_t w = atomic_load_explicit(sw, memory_order_relaxed);
-    uint64_t done = rs_sw_make(RS_RING_DONE, rd->lap, r->inc);
     if (rs_sw_owner(w) != r->inc || rs_sw_gen(w) != rd->lap ||
-        (rs_sw_state(w) != RS_RING_READING && rs_sw_state(w) != RS_RING_IN_FLIGHT) ||
-        !atomic_compare_exchange_strong(sw, &w, done))
+        (rs_sw_state(w) != RS_RING_READING && rs_sw_state(w) != RS_RING_IN_FLIGHT))
         return RS_ESTALE;
-    RS_FAILPOINT("ring.release.after_done");
-    ring_advance_cons(r, rd->seq + 1);
-    RS_FAILPOINT("ring.release.after_cons");
-    /* P2: hands the slot to the next lap; pairs with C2 in the producer's claim. */
+    RS_FAILPOINT("ring.release.before");
+    /* P2: the next lap's FREE is the consumed record; pairs with C2 in the producer's claim. */
     if (!atomic_compare_exchange_strong_explicit(
-            sw, &done, rs_sw_make(RS_RING_FREE, rs_sw_gen_next(rd->lap), 0),
-            memory_order_release, memory_order_relaxed))
+            sw, &w, rs_sw_make(RS_RING_FREE, rs_sw_gen_next(rd->lap), 0), memory_order_release,
+            memory_order_relaxed))
         return RS_ESTALE;
     r->c_rel++;
     ring_count(&r->h->c_releases);
+    RS_FAILPOINT("ring.release.after");
+    publish_hint(r);
     return RS_OK;
 }
 
 uint64_t rs_ring_consumed(const rs_ring *r)
 {
-    return atomic_load_explicit(&r->h->cons_seq, memory_order_acquire);
+    return r->side == RING_CONSUMER ? r->c_rel : ring_scan_consumed(r);
 }
 
 uint64_t rs_ring_next_seq(const rs_ring *r)

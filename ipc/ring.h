@@ -16,19 +16,23 @@
  *
  * Slot state word (stateword.h): owner | gen = lap | state.
  *
- *   FREE/L ──claim──▶ WRITING/L/P ──commit──▶ COMMITTED/L/P ──get──▶ READING/L/C
- *     ▲  ◀──abort─────┘    │                   │   ▲                    │    │
- *     │                    │ fenced P':        │   └─ recover / help ───┘    │ mark_in_flight
- *     │                    │ dead  -> FREE/L   │     (fenced C')             ▼
- *     │                    │ alive -> ABANDONED│ zombie record:          IN_FLIGHT/L/C
- *     │                    ▼                   │ discard -> FREE/L           │ release
- *     │             ABANDONED/L/P' (a hole:    │                             ▼
- *     │               seq L*n+k never delivered)                        DONE/L/C
- *     │                    │ consumer passes it (after cons_seq)             │ release (after
- *     │                    ▼                                                 │ cons_seq = seq+1)
- *     │           QUARANTINED/L+1/P' ── producer at lap L+1: P' alive ──▶ ABANDONED/L+1/P'
- *     │                    │ P' dead                                         │
- *     └──── FREE/L+1 ◀─────┘                                 FREE/L+1 ◀──────┘
+ *   FREE/L ─claim──▶ WRITING/L/P ─commit─▶ COMMITTED/L/P ─get─▶ READING/L/C ─release─▶ FREE/L+1
+ *     ▲  ◀─abort────┘    │                   │   ▲                │  │ ▲                    ▲
+ *     │                  │ fenced P:         │   └─ recover/help ─┘  │ └── mark_in_flight   │
+ *     │                  │ dead  -> FREE/L   │      (fenced C)       ▼      IN_FLIGHT/L/C ──┘
+ *     │                  │ alive -> hole     │ zombie record:           (async copy pending)
+ *     │                  ▼                   │ discard -> FREE/L
+ *     │           ABANDONED/L/P' (a hole: seq L*n+k is never delivered)
+ *     │                  │ consumer passes it
+ *     │                  ▼
+ *     │           QUARANTINED/L+1/P' ── producer at lap L+1, P' alive ──▶ ABANDONED/L+1/P'
+ *     │                  │ P' dead
+ *     └──── FREE/L+1 ◀───┘
+ *
+ * A slot's lap moving to L+1 is the consumed record of seq L*n+k: the
+ * consumer's release is one CAS. The consumed-seq word in the ring header
+ * is a hint, published every n/2 releases (monotonic CAS, so a late zombie
+ * store cannot move it back); recovery scans the slots forward from it.
  *
  * | transition                     | who (process, function)             | atomic op        |
  * |--------------------------------|-------------------------------------|------------------|
@@ -37,50 +41,45 @@
  * | WRITING/L/P -> FREE/L          | producer, rs_ring_abort             | CAS              |
  * | COMMITTED -> READING/L/C       | consumer, rs_ring_try_get           | CAS acquire (C1) |
  * | READING -> IN_FLIGHT           | consumer, rs_ring_mark_in_flight    | CAS              |
- * | READING|IN_FLIGHT -> DONE      | consumer, rs_ring_release           | CAS              |
- * | cons_seq := seq+1              | consumer, rs_ring_release           | CAS max, release |
- * | DONE/L -> FREE/L+1             | consumer, rs_ring_release           | CAS release (P2) |
+ * | READING|IN_FLIGHT -> FREE/L+1  | consumer, rs_ring_release           | CAS release (P2) |
+ * | consumed-seq hint := c         | consumer, every n/2 releases;       | CAS max, release |
+ * |                                | recovery                            |                  |
  * | WRITING/L/P' -> FREE/L         | producer, recover or claim; P' dead | CAS              |
  * | WRITING/L/P' -> ABANDONED/L    | producer, recover or claim; alive   | CAS              |
- * | ABANDONED/L -> QUARANTINED/L+1 | consumer, try_get (after cons_seq)  | CAS release      |
+ * | ABANDONED/L -> QUARANTINED/L+1 | consumer, try_get                   | CAS release      |
  * | QUARANTINED/L -> FREE/L        | producer, claim; P' dead            | CAS              |
  * | QUARANTINED/L -> ABANDONED/L   | producer, claim; P' alive (a hole)  | CAS              |
  * | COMMITTED/L/P' -> FREE/L       | consumer get or producer claim:     | CAS              |
  * |                                | P' fenced and seq >= p_floor        |                  |
  * | READING|IN_FLIGHT/L/C' ->      | consumer, recover or get; C' fenced | CAS              |
  * |   COMMITTED/L/writer           |                                     |                  |
- * | DONE/L/C' -> FREE/L+1          | consumer, recover or get; C' fenced | CAS (after       |
- * |                                |                                     |  cons_seq)       |
  * | p_floor, p_inc := next, P      | producer, rs_ring_recover           | store; release   |
- *
- * Only the producer decides whether a seq is a hole (ABANDONED at that
- * seq's lap); the consumer skips only decided holes and re-laps them as
- * QUARANTINED, which it treats like FREE (not yet produced).
  *
  * P1/C1: the commit's release publishes payload and descriptor to the
  * consumer's acquiring get. P2/C2: the release's FREE publishes "reads done"
  * to the producer's next claim of that slot, so it never overwrites a payload
- * still being read.
+ * still being read. Only the producer decides whether a seq is a hole
+ * (ABANDONED at that seq's lap); the consumer skips only decided holes and
+ * re-laps them QUARANTINED, which it treats like FREE (not yet produced).
  *
  * Fencing: claims, gets and commits check that their incarnation is still
  * the role's current one (after their CAS, undoing it if not). A stopped
  * process resumed after its replacement ran recovery therefore has every
  * call refused (RS_ESTALE); a slot it still held while alive became
  * ABANDONED (then QUARANTINED on later laps), so its late payload writes
- * land in a slot nobody else uses until its process is gone, and a record it manages to commit after the
- * fence is discarded (its incarnation is not p_inc and its seq is at or past
- * p_floor, the producer's restart point).
+ * land in a slot nobody else uses until its process is gone, and a record it
+ * manages to commit after the fence is discarded (its incarnation is not
+ * p_inc and its seq is at or past p_floor, the producer's restart point).
  *
  * Invariants (rs_ring_check):
- *   I1 each slot's lap is that of the seq it holds or will hold next,
- *      relative to cons_seq (one lap behind only while a release or a hole
- *      pass is between its two steps);
+ *   I1 with c the consumed prefix, slot k holds the lap of the one seq in
+ *      [c, c+n) that maps to it;
  *   I2 FREE has owner 0; every other state names an owner;
- *   I3 a COMMITTED/READING/IN_FLIGHT/DONE slot's descriptor seq maps to that
- *      slot and lap, its length is <= slot_bytes, and on CRC rings a
- *      COMMITTED payload matches its checksum;
+ *   I3 a COMMITTED/READING/IN_FLIGHT slot's descriptor seq maps to that slot
+ *      and lap, its length is <= slot_bytes, and on CRC rings a COMMITTED
+ *      payload matches its checksum;
  *   I4 once a role is READY, no WRITING slot belongs to a fenced producer and
- *      no READING/IN_FLIGHT/DONE slot to a fenced consumer (recovery ran).
+ *      no READING/IN_FLIGHT slot to a fenced consumer (recovery ran).
  */
 #ifndef RS_RING_H
 #define RS_RING_H
@@ -99,10 +98,9 @@ enum rs_ring_state {
     RS_RING_COMMITTED = 2,
     RS_RING_READING = 3,
     RS_RING_IN_FLIGHT = 4,
-    RS_RING_DONE = 5,
-    RS_RING_ABANDONED = 6,   /* a hole at this lap: the producer skipped the seq */
-    RS_RING_QUARANTINED = 7, /* held by a live zombie, not yet decided for this lap */
-    RS_RING_NSTATES = 8,
+    RS_RING_ABANDONED = 5,   /* a hole at this lap: the producer skipped the seq */
+    RS_RING_QUARANTINED = 6, /* held by a live zombie, not yet decided for this lap */
+    RS_RING_NSTATES = 7,
 };
 
 /* A claimed slot (producer side). */
@@ -129,7 +127,8 @@ struct rs_ring_stats {
     uint32_t n_owners;                 /* distinct owner incarnations (first 8 kept) */
     uint32_t owner[8];
     uint64_t owner_slots[8];
-    uint64_t cons_seq;                 /* every seq below it has been released */
+    uint64_t cons_seq;                 /* every seq below it has been consumed (exact) */
+    uint64_t cons_hint;                /* the consumed-seq record in the ring (lags < a lap) */
     uint64_t p_floor;                  /* producer's restart seq at its last recovery */
     uint32_t p_inc;                    /* producer incarnation that ran that recovery */
     uint64_t commits, full, holes_made, p_reclaims, p_recoveries;           /* producer */
@@ -155,9 +154,10 @@ void rs_ring_close(rs_ring **ring);
 /*
  * Reclaims what fenced incarnations of this side left (see the table) and
  * sets this handle's cursor: producer side WRITING -> FREE (owner dead) or
- * ABANDONED (owner alive), then computes the next seq and publishes p_floor
- * and p_inc; consumer side READING/IN_FLIGHT -> COMMITTED (redelivery),
- * DONE -> cons_seq advanced, FREE. Idempotent; safe to re-run after being
+ * ABANDONED (owner alive), then the next seq (past everything consumed or
+ * produced) becomes p_floor and p_inc is published; consumer side
+ * READING/IN_FLIGHT -> COMMITTED (redelivery), then the cursor is the first
+ * seq whose slot was not re-lapped. Idempotent; safe to re-run after being
  * killed halfway. RS_ESTALE if this incarnation is fenced, RS_EINVAL for an
  * observer. Run while the previous incarnation is dead or stopped.
  */
@@ -197,15 +197,19 @@ rs_err rs_ring_try_get(rs_ring *r, struct rs_ring_rd *rd);
 rs_err rs_ring_mark_in_flight(rs_ring *r, const struct rs_ring_rd *rd);
 
 /*
- * Consumer: releases the oldest held record: DONE, then the consumed-seq
- * record (cons_seq = seq + 1), then FREE for the next lap. Call after the
- * record's downstream effect is durable; a consumer killed before this gets
- * the record again after recovery (at-least-once) and deduplicates by id or
- * seq. RS_EINVAL if rd is not the oldest held record, RS_ESTALE if fenced.
+ * Consumer: releases the oldest held record with one CAS to FREE for the
+ * next lap, which is its consumed record. Call after the record's
+ * downstream effect is durable; a consumer killed before this gets the
+ * record again after recovery (at-least-once) and deduplicates by id or seq
+ * against its own effect. RS_EINVAL if rd is not the oldest held record,
+ * RS_ESTALE if fenced.
  */
 rs_err rs_ring_release(rs_ring *r, const struct rs_ring_rd *rd);
 
-/* The consumed-seq record: every seq below it was released. Any process. */
+/*
+ * Every seq below the result was consumed (released, or a hole passed):
+ * exact. The consumer handle knows it; others scan from the hint. Any process.
+ */
 uint64_t rs_ring_consumed(const rs_ring *r);
 
 /* Next seq this handle will claim (producer) or get (consumer). */

@@ -29,7 +29,7 @@ struct ring_hdr {
     uint64_t payload_off; /* from the region start */
     uint64_t start_seq;
     /* line 1: written by the consumer side */
-    alignas(64) _Atomic uint64_t cons_seq;
+    alignas(64) _Atomic uint64_t cons_seq; /* hint: every seq below is consumed; lags < n */
     _Atomic uint64_t c_gets, c_releases, c_discards, c_holes, c_redelivered, c_crc_errors,
         c_recoveries;
     /* line 2: written by the producer side */
@@ -72,6 +72,8 @@ struct rs_ring {
     int claimed;    /* producer: a claim is outstanding */
     uint64_t c_read; /* consumer: next seq to get */
     uint64_t c_rel;  /* consumer: oldest held seq (== c_read when none) */
+    uint64_t c_hint; /* consumer: last consumed-seq hint published */
+    uint32_t hint_every; /* publish the hint after this many releases (n/2) */
     char name[32];
 };
 
@@ -100,6 +102,9 @@ static inline void ring_count(_Atomic uint64_t *c)
 
 /* Raises cons_seq to at least v (monotonic, so a late zombie store cannot regress it). */
 void ring_advance_cons(struct rs_ring *r, uint64_t v);
+
+/* The exact consumed prefix: first seq at or past the hint whose slot is not yet re-lapped. */
+uint64_t ring_scan_consumed(const struct rs_ring *r);
 
 /* Producer helping: handles a foreign word at the slot of the next seq. Returns 1 to retry. */
 int ring_prod_help(struct rs_ring *r, uint32_t k, uint64_t w);

@@ -61,25 +61,19 @@ int ring_prod_help(struct rs_ring *r, uint32_t k, uint64_t w)
     return 1;
 }
 
-/* READING/IN_FLIGHT/DONE of a fenced consumer: redeliver, or finish its release. */
+/* READING/IN_FLIGHT of a fenced consumer: COMMITTED again, for redelivery. */
 static void reclaim_reading(struct rs_ring *r, uint32_t k, uint64_t w)
 {
     struct ring_slot *s = &r->slots[k];
-    uint32_t lap = rs_sw_gen(w);
-    if (rs_sw_state(w) == RS_RING_DONE) {
-        ring_advance_cons(r, s->seq + 1);
-        atomic_compare_exchange_strong(&s->sw, &w,
-                                       rs_sw_make(RS_RING_FREE, rs_sw_gen_next(lap), 0));
-        return;
-    }
-    if (atomic_compare_exchange_strong(&s->sw, &w, rs_sw_make(RS_RING_COMMITTED, lap, s->writer)))
+    if (atomic_compare_exchange_strong(&s->sw, &w,
+                                       rs_sw_make(RS_RING_COMMITTED, rs_sw_gen(w), s->writer)))
         ring_count(&r->h->c_redelivered);
 }
 
 int ring_cons_help(struct rs_ring *r, uint32_t k, uint64_t w)
 {
     uint32_t st = rs_sw_state(w);
-    if (st != RS_RING_READING && st != RS_RING_IN_FLIGHT && st != RS_RING_DONE)
+    if (st != RS_RING_READING && st != RS_RING_IN_FLIGHT)
         return 0;
     if (rs_sw_owner(w) == r->inc || rs_role_inc_status(r->shm, rs_sw_owner(w)) == RS_INC_CURRENT)
         return 0;
@@ -87,27 +81,43 @@ int ring_cons_help(struct rs_ring *r, uint32_t k, uint64_t w)
     return 1;
 }
 
-/* A slot holds a record (or hole) of seq p that the consumer has not passed. */
-static int live_at(const struct rs_ring *r, uint64_t p)
+/* 1 when the slot of seq x was re-lapped: x was consumed (released, or a hole passed). */
+static int consumed_at(const struct rs_ring *r, uint64_t x)
 {
-    uint64_t w = atomic_load_explicit(&r->slots[p & r->mask].sw, memory_order_acquire);
-    uint32_t st = rs_sw_state(w);
-    return rs_sw_gen(w) == ring_lap(r, p) && st != RS_RING_FREE && st != RS_RING_WRITING &&
-           st != RS_RING_QUARANTINED;
+    uint64_t w = atomic_load_explicit(&r->slots[x & r->mask].sw, memory_order_acquire);
+    return rs_sw_gen(w) == rs_sw_gen_next(ring_lap(r, x));
 }
 
-/* The producer's next seq: first seq at or past cons_seq that holds no record or hole. */
+uint64_t ring_scan_consumed(const struct rs_ring *r)
+{
+    /* The hint lags the truth by less than a lap, so at most n steps. */
+    uint64_t c = atomic_load_explicit(&r->h->cons_seq, memory_order_acquire), x = c;
+    while (x - c < r->n && consumed_at(r, x))
+        x++;
+    return x;
+}
+
+/* Holds a record or a decided hole of its lap (produced, not yet consumed). */
+static int produced_at(const struct rs_ring *r, uint64_t x)
+{
+    uint64_t w = atomic_load_explicit(&r->slots[x & r->mask].sw, memory_order_acquire);
+    uint32_t st = rs_sw_state(w);
+    return rs_sw_gen(w) == ring_lap(r, x) &&
+           (st == RS_RING_COMMITTED || st == RS_RING_READING || st == RS_RING_IN_FLIGHT ||
+            st == RS_RING_ABANDONED);
+}
+
+/*
+ * The producer's next seq: from the consumed-seq hint, past every consumed
+ * seq and every produced one. A live consumer can only move seqs from
+ * produced to consumed meanwhile, and both are passed, so no re-check.
+ */
 static uint64_t derive_next(struct rs_ring *r)
 {
-    for (;;) {
-        uint64_t c = atomic_load_explicit(&r->h->cons_seq, memory_order_acquire), p = c;
-        while (p - c < r->n && live_at(r, p))
-            p++;
-        /* A FREE seen because the consumer released p meanwhile shows as cons_seq > p. */
-        uint64_t c2 = atomic_load_explicit(&r->h->cons_seq, memory_order_acquire);
-        if (!seq_lt(p, c2))
-            return p;
-    }
+    uint64_t c = atomic_load_explicit(&r->h->cons_seq, memory_order_acquire), p = c;
+    while (p - c < 2ull * r->n && (consumed_at(r, p) || produced_at(r, p)))
+        p++;
+    return p;
 }
 
 static rs_err recover_producer(struct rs_ring *r)
@@ -133,38 +143,22 @@ static rs_err recover_producer(struct rs_ring *r)
     return RS_OK;
 }
 
-/* A hole the dead consumer passed (cons_seq moved) but did not re-lap: quarantine it. */
-static void fix_passed_hole(struct rs_ring *r, uint32_t k, uint64_t w)
-{
-    uint64_t c = atomic_load_explicit(&r->h->cons_seq, memory_order_acquire);
-    uint64_t next = c + ((k - c) & r->mask); /* the seq in [c, c+n) that maps to k */
-    if (rs_sw_gen(w) == ring_lap(r, next - r->n))
-        atomic_compare_exchange_strong(
-            &r->slots[k].sw, &w,
-            rs_sw_make(RS_RING_QUARANTINED, ring_lap(r, next), rs_sw_owner(w)));
-}
-
 static rs_err recover_consumer(struct rs_ring *r)
 {
     RS_FAILPOINT("ring.recover.cons.begin");
     for (uint32_t k = 0; k < r->n; k++) {
         uint64_t w = atomic_load_explicit(&r->slots[k].sw, memory_order_acquire);
         uint32_t st = rs_sw_state(w);
-        if ((st != RS_RING_READING && st != RS_RING_IN_FLIGHT && st != RS_RING_DONE) ||
-            rs_sw_owner(w) == r->inc)
+        if ((st != RS_RING_READING && st != RS_RING_IN_FLIGHT) || rs_sw_owner(w) == r->inc)
             continue;
         if (rs_role_inc_status(r->shm, rs_sw_owner(w)) == RS_INC_CURRENT)
             return RS_ESTALE;
         reclaim_reading(r, k, w);
         RS_FAILPOINT("ring.recover.cons.slot");
     }
-    /* Second pass: cons_seq is final now that every DONE slot is finished. */
-    for (uint32_t k = 0; k < r->n; k++) {
-        uint64_t w = atomic_load_explicit(&r->slots[k].sw, memory_order_acquire);
-        if (rs_sw_state(w) == RS_RING_ABANDONED)
-            fix_passed_hole(r, k, w);
-    }
-    r->c_read = r->c_rel = atomic_load_explicit(&r->h->cons_seq, memory_order_acquire);
+    uint64_t c = ring_scan_consumed(r);
+    ring_advance_cons(r, c);
+    r->c_read = r->c_rel = r->c_hint = c;
     ring_count(&r->h->c_recoveries);
     return RS_OK;
 }
@@ -223,21 +217,19 @@ static int record_ok(const struct rs_ring *r, uint32_t k, uint64_t w)
 static const char *slot_violation(const struct rs_ring *r, uint32_t k, uint64_t w, uint64_t c)
 {
     uint32_t st = rs_sw_state(w), owner = rs_sw_owner(w), g = rs_sw_gen(w);
-    uint64_t next = c + ((k - c) & r->mask);
+    uint64_t next = c + ((k - c) & r->mask); /* the seq in [c, c+n) that lives in slot k */
     if (st >= RS_RING_NSTATES)
         return "invalid state";
-    if (g != ring_lap(r, next) &&
-        !(g == ring_lap(r, next - r->n) && (st == RS_RING_DONE || st == RS_RING_ABANDONED)))
-        return "I1 lap does not match the consumed-seq record";
+    if (g != ring_lap(r, next))
+        return "I1 lap does not match the consumed prefix";
     if ((st == RS_RING_FREE) != (owner == 0))
         return "I2 owner does not match state";
-    if ((st == RS_RING_COMMITTED || st == RS_RING_READING || st == RS_RING_IN_FLIGHT ||
-         st == RS_RING_DONE) && !record_ok(r, k, w))
+    if ((st == RS_RING_COMMITTED || st == RS_RING_READING || st == RS_RING_IN_FLIGHT) &&
+        !record_ok(r, k, w))
         return "I3 descriptor, length or checksum wrong";
     if (st == RS_RING_WRITING && fenced_holder(r, r->prod_role, owner))
         return "I4 WRITING by a fenced producer after recovery";
-    if ((st == RS_RING_READING || st == RS_RING_IN_FLIGHT || st == RS_RING_DONE) &&
-        fenced_holder(r, r->cons_role, owner))
+    if ((st == RS_RING_READING || st == RS_RING_IN_FLIGHT) && fenced_holder(r, r->cons_role, owner))
         return "I4 held by a fenced consumer after recovery";
     return NULL;
 }
@@ -248,7 +240,7 @@ static void fill_counters(const struct rs_ring *r, struct rs_ring_stats *st)
     st->n_slots = r->n;
     st->slot_bytes = r->slot_bytes;
     st->flags = r->flags;
-    st->cons_seq = atomic_load(&h->cons_seq);
+    st->cons_hint = atomic_load(&h->cons_seq);
     st->p_floor = atomic_load(&h->p_floor);
     st->p_inc = (uint32_t)atomic_load(&h->p_inc);
     st->commits = atomic_load(&h->p_commits);
@@ -271,11 +263,12 @@ rs_err rs_ring_check(const rs_ring *r, struct rs_ring_stats *out)
     const char *bad = NULL;
     uint32_t bad_k = 0;
     uint64_t bad_w = 0;
-    /* Rescan while cons_seq moves under us, so a live consumer causes no false alarm. */
+    /* Rescan while the consumer moves under us, so a live consumer causes no false alarm. */
+    uint64_t c = 0;
     for (int attempt = 0; attempt < 100; attempt++) {
         memset(&st, 0, sizeof(st));
         bad = NULL;
-        uint64_t c = atomic_load_explicit(&r->h->cons_seq, memory_order_acquire);
+        c = ring_scan_consumed(r);
         for (uint32_t k = 0; k < r->n; k++) {
             uint64_t w = atomic_load_explicit(&r->slots[k].sw, memory_order_acquire);
             const char *v = slot_violation(r, k, w, c);
@@ -286,10 +279,11 @@ rs_err rs_ring_check(const rs_ring *r, struct rs_ring_stats *out)
             if (rs_sw_owner(w) != 0)
                 note_owner(&st, rs_sw_owner(w));
         }
-        if (atomic_load_explicit(&r->h->cons_seq, memory_order_acquire) == c)
+        if (ring_scan_consumed(r) == c)
             break;
     }
     fill_counters(r, &st);
+    st.cons_seq = c;
     if (out != NULL)
         *out = st;
     if (bad != NULL) {

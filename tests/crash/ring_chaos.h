@@ -385,10 +385,10 @@ static inline int chaos_audit(struct chaos *c, int holes_ok, double elapsed_s)
     int bad = rs_ring_check(c->obs, &st) != RS_OK || rs_role_check(c->shm) != RS_OK;
     if (bad)
         fprintf(stderr, "chaos: ring or role invariants broken\n");
-    if (st.cons_seq != end || st.n_state[RS_RING_FREE] + st.n_state[RS_RING_ABANDONED] != st.n_slots)
+    if (st.cons_seq != end || st.n_state[RS_RING_FREE] + st.n_state[RS_RING_QUARANTINED] != st.n_slots)
         bad = fprintf(stderr, "chaos: ring not drained: consumed %llu of end %llu\n",
                       (unsigned long long)(st.cons_seq - start), (unsigned long long)span);
-    if (!holes_ok && (st.holes_passed != 0 || st.n_state[RS_RING_ABANDONED] != 0))
+    if (!holes_ok && (st.holes_passed != 0 || st.n_state[RS_RING_QUARANTINED] != 0))
         bad = fprintf(stderr, "chaos: %llu holes without a zombie\n",
                       (unsigned long long)st.holes_passed);
     if (n + st.holes_passed != span)

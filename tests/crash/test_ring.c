@@ -85,6 +85,7 @@ static int die_at(const char *fp, int producer)
         fprintf(stderr, "%s: victim ended with %d (%s), not at the failpoint\n", fp, code,
                 chaos_exit_name(code));
     c.kills++;
+    producer ? c.prod_kills++ : c.cons_kills++;
     if (rc == 0)
         rc = chaos_finish(&c, 0, 0);
     chaos_destroy(&c);
@@ -98,7 +99,7 @@ static int test_kill_at_every_operation_step(void)
         int producer;
     } steps[] = {
         {"ring.claim.after_cas", 1}, {"ring.commit.before", 1},     {"ring.commit.after", 1},
-        {"ring.get.after_cas", 0},   {"ring.release.after_done", 0}, {"ring.release.after_cons", 0},
+        {"ring.get.after_cas", 0},   {"ring.release.before", 0},    {"ring.release.after", 0},
         {"chaos.after_effect", 0}, /* redelivered after the effect: the dedup drops it */
     };
     static const int nth[] = {1, 2, 17};
@@ -119,7 +120,7 @@ static int leave_debris(struct chaos *c)
     c->cons = chaos_spawn(c, 0, "ring.get.after_cas:3");
     int pc = chaos_wait_for(c->prod, 30), cc = chaos_wait_for(c->cons, 30);
     c->prod = c->cons = 0;
-    c->kills += 2;
+    c->kills += 2, c->prod_kills++, c->cons_kills++;
     struct rs_ring_stats st;
     if (pc != 128 + SIGKILL || cc != 128 + SIGKILL || rs_ring_check(c->obs, &st) != RS_OK ||
         st.n_state[RS_RING_WRITING] != 1 || st.n_state[RS_RING_READING] != 1) {
@@ -135,6 +136,7 @@ static int die_recovering(struct chaos *c, const char *role, const char *fp)
     pid_t pid = chaos_spawn(c, strcmp(role, "prod") == 0, fp);
     int code = chaos_wait_for(pid, 30);
     c->kills++;
+    strcmp(role, "prod") == 0 ? c->prod_kills++ : c->cons_kills++;
     if (code != 128 + SIGKILL)
         fprintf(stderr, "%s %s: ended with %d (%s)\n", role, fp, code, chaos_exit_name(code));
     return code != 128 + SIGKILL;
@@ -216,8 +218,8 @@ static int test_stopped_producer_replaced_then_resumed_is_refused(void)
 static int test_stopped_consumer_replaced_then_resumed_is_refused(void)
 {
     RS_CHECK(zombie_case("ring.get.after_cas:20:stop", 0, 0) == 0);
-    RS_CHECK(zombie_case("ring.release.after_done:20:stop", 0, 0) == 0);
-    RS_CHECK(zombie_case("ring.release.after_cons:20:stop", 0, 0) == 0);
+    RS_CHECK(zombie_case("ring.release.before:20:stop", 0, 0) == 0);
+    RS_CHECK(zombie_case("ring.release.after:20:stop", 0, 0) == 0);
     return 0;
 }
 
@@ -247,7 +249,7 @@ static int test_full_ring_with_killed_consumer_never_overwrites(void)
     /* A consumer takes one record, dies holding the second: still full, nothing overwritten. */
     c.cons = chaos_spawn(&c, 0, "ring.get.after_cas:2");
     rc = rc || chaos_wait_for(c.cons, 30) != 128 + SIGKILL;
-    c.cons = 0, c.kills++;
+    c.cons = 0, c.kills++, c.cons_kills++;
     rc = rc || rs_ring_check(c.obs, &st) != RS_OK;
     rc = rc || wait_full(&c, st.full + 100, &st); /* the producer is blocked again */
     rc = rc || st.commits != 5 || st.releases != 1 || st.n_state[RS_RING_READING] != 1;

@@ -331,23 +331,26 @@ static int test_dead_consumers_reading_record_is_redelivered(void)
     return 0;
 }
 
-static int test_consumer_dead_after_done_is_not_redelivered(void)
+static int test_consumer_dead_after_release_is_not_redelivered(void)
 {
     struct rfx x;
     RS_CHECK(rfx_open(&x, 8, RS_RING_CRC, 0) == 0);
     for (uint64_t i = 0; i < 4; i++)
         RS_CHECK(produce(x.p, 1000 + i, 64) == RS_OK);
-    RS_CHECK(run_child(x.f.name, "cons", "ring.release.after_done:2", 3) == 128 + SIGKILL);
+    /* Dies right after its 2nd release CAS, before publishing the consumed-seq hint. */
+    RS_CHECK(run_child(x.f.name, "cons", "ring.release.after:2", 3) == 128 + SIGKILL);
     struct rs_ring_stats st;
-    RS_CHECK(rs_ring_check(x.c, &st) == RS_OK && st.n_state[RS_RING_DONE] == 1);
+    RS_CHECK(rs_ring_check(x.c, &st) == RS_OK && st.cons_seq == 2 && st.cons_hint == 0);
     RS_CHECK(restart(&x, 0) == 0);
-    RS_CHECK(rs_ring_check(x.c, &st) == RS_OK && st.cons_seq == 2 && st.redelivered == 0);
+    RS_CHECK(rs_ring_check(x.c, &st) == RS_OK && st.cons_hint == 2 && st.redelivered == 0);
     uint64_t id, seq;
     RS_CHECK(consume(x.c, &id, &seq) == RS_OK && seq == 2);
-    /* Killed between the consumed-seq record and FREE: same outcome. */
-    RS_CHECK(run_child(x.f.name, "cons", "ring.release.after_cons:1", 1) == 128 + SIGKILL);
+    /* Killed just before the release CAS: still held, so redelivered. */
+    RS_CHECK(run_child(x.f.name, "cons", "ring.release.before:1", 1) == 128 + SIGKILL);
     RS_CHECK(restart(&x, 0) == 0);
-    RS_CHECK(rs_ring_check(x.c, &st) == RS_OK && st.cons_seq == 4 && st.n_state[RS_RING_FREE] == 8);
+    RS_CHECK(rs_ring_check(x.c, &st) == RS_OK && st.cons_seq == 3 && st.redelivered == 1);
+    RS_CHECK(consume(x.c, &id, &seq) == RS_OK && seq == 3 && id == 1003);
+    RS_CHECK(rs_ring_check(x.c, &st) == RS_OK && st.n_state[RS_RING_FREE] == 8);
     RS_CHECK(consume(x.c, &id, &seq) == RS_EAGAIN);
     rfx_close(&x);
     return 0;
@@ -554,7 +557,7 @@ static int test_lap_wraps_past_2_26(void)
     RS_CHECK(run_through(&x, 40, &id) == 0);
     for (int i = 0; i < 3; i++, id++)
         RS_CHECK(produce(x.p, id, 8) == RS_OK);
-    RS_CHECK(run_child(x.f.name, "cons", "ring.release.after_done:2", 3) == 128 + SIGKILL);
+    RS_CHECK(run_child(x.f.name, "cons", "ring.release.after:2", 3) == 128 + SIGKILL);
     RS_CHECK(restart(&x, 0) == 0 && rs_ring_next_seq(x.c) == start + 42);
     uint64_t got, seq;
     RS_CHECK(consume(x.c, &got, &seq) == RS_OK && got == id - 1);
@@ -588,7 +591,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_dead_producers_uncommitted_slot_is_freed_and_seq_reused),
     RS_TEST(test_dead_producers_committed_records_are_kept),
     RS_TEST(test_dead_consumers_reading_record_is_redelivered),
-    RS_TEST(test_consumer_dead_after_done_is_not_redelivered),
+    RS_TEST(test_consumer_dead_after_release_is_not_redelivered),
     RS_TEST(test_recovery_is_idempotent),
     RS_TEST(test_replaced_producer_is_refused_and_its_slot_is_a_hole),
     RS_TEST(test_abandoned_slot_is_reused_once_its_owner_is_dead),
