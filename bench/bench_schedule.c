@@ -95,21 +95,20 @@ static int submit(struct drv *d)
     return 0;
 }
 
-/* Frees finished records named by wake doorbells (postprocd's part). */
+/* On a wake doorbell, frees every FINISHED record (postprocd's part, without the clients). */
 static void reap(struct drv *d)
 {
     struct rs_wire_door door;
-    while (rs_pipe_door_recv(&d->dp, &door, 0) == RS_OK) {
-        if (door.kind != RS_WIRE_DOOR_WAKE)
-            continue;
-        struct rs_table_ref ref = {(uint32_t)door.u.f[0], (uint32_t)door.u.f[1]};
-        uint32_t st;
-        if (rs_table_get(d->post->requests, ref, &st, NULL) == RS_OK &&
-            st == RS_PIPE_REQ_FINISHED &&
-            rs_arena_free_record(d->post->tokens, d->post->requests, ref,
+    int woken = 0;
+    while (rs_pipe_door_recv(&d->dp, &door, 0) == RS_OK)
+        woken |= door.kind == RS_WIRE_DOOR_WAKE;
+    uint32_t cursor = 0, st;
+    struct rs_table_ref ref;
+    while (woken && rs_table_next(d->post->requests, &cursor, 1ull << RS_PIPE_REQ_FINISHED, &ref,
+                                  &st) == RS_OK)
+        if (rs_arena_free_record(d->post->tokens, d->post->requests, ref,
                                  RS_PIPE_REQ_FINISHED) == RS_OK)
             d->reaped++;
-    }
 }
 
 /* Answers one batch as launcherd would, at no cost; returns when the result is committed. */
@@ -139,7 +138,9 @@ static int answer(struct drv *d, struct rs_ring_rd *rd)
             continue;
         struct rs_pipe_req *r = rec;
         int32_t t = (int32_t)(3 + (r->handle * 31 + q->out_index) % (d->cfg.n_vocab - 3));
-        if (rs_arena_append(d->lau->tokens, ref, &t, 1) != RS_OK)
+        /* sealed like launcherd does, so the freed record's tail chunk is returned */
+        if (rs_arena_append(d->lau->tokens, ref, &t, 1) != RS_OK ||
+            rs_arena_seal(d->lau->tokens, ref) != RS_OK)
             return -1;
         rows[i].token = t;
         rows[i].n_tokens++;

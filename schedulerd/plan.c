@@ -104,7 +104,7 @@ static int plan_running(struct sched *s, uint32_t *budget, int decodes)
             i++;
             continue;
         }
-        uint32_t chunk = min_u32(need, *budget), pos0 = sr->n_computed;
+        uint32_t chunk = min_u32(need, *budget), pos0 = sr->n_computed, n_run = s->n_run;
         int g = grow(s, idx, pos0 + chunk);
         if (g < 0)
             return g;
@@ -114,7 +114,9 @@ static int plan_running(struct sched *s, uint32_t *budget, int decodes)
         }
         add_seq(s, idx, pos0, chunk);
         *budget -= chunk;
-        i = runq_find(s, idx) + 1; /* victims may have left from before idx */
+        if (s->n_run != n_run) /* victims may have left from before idx */
+            i = runq_find(s, idx);
+        i++;
     }
     return 0;
 }

@@ -160,7 +160,7 @@ rs_err req_finish(struct sched *s, uint32_t idx, uint32_t word)
     rs_counter_add(&s->m->counter[RS_M_SCH_FINISHED], 1);
     rs_log_req(RS_LOG_DEBUG, sr->handle, RS_LOG_NOID, "finished: reason %u by stage %u",
                rs_pipe_finish_reason(w), rs_pipe_finish_who(w));
-    sched_ring(s, RS_PIPE_STAGE_POSTPROCD, RS_WIRE_DOOR_WAKE, idx, sr->gen);
+    s->n_unannounced++; /* one wake for postprocd per pass (sched_announce) */
     return RS_OK;
 }
 

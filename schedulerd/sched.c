@@ -31,6 +31,14 @@ void sched_ring(struct sched *s, enum rs_pipe_stage to, enum rs_wire_door_kind k
         rs_pipe_door_ring(s->doors, to, kind, a, b);
 }
 
+void sched_announce(struct sched *s)
+{
+    if (s->n_unannounced == 0)
+        return;
+    sched_ring(s, RS_PIPE_STAGE_POSTPROCD, RS_WIRE_DOOR_WAKE, 0, 0);
+    s->n_unannounced = 0;
+}
+
 void sched_gauges(struct sched *s)
 {
     _Atomic uint64_t *c = s->m->counter;
@@ -146,6 +154,7 @@ int sched_work(struct sched *s, int force_rescan)
     int rc = result_poll(s);
     if (rc < 0)
         return rc;
+    sched_announce(s); /* before planning: postprocd's final need not wait for the next step */
     if (force_rescan || rs_clock_ns() - s->last_rescan_ns >= s->rescan_ns)
         sched_rescan(s);
     if (s->fenced)
@@ -158,6 +167,7 @@ int sched_work(struct sched *s, int force_rescan)
         if (inc != 0) /* without a launcher nothing could run the batch */
             rc = batch_step(s);
     }
+    sched_announce(s);
     sched_gauges(s);
     return rc;
 }

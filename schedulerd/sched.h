@@ -158,6 +158,7 @@ struct sched {
     int inflight_guess;          /* inflight_id is rebuild's guess (the last id allocated) */
     uint32_t kv_inc;             /* == shared->kv_launcher_inc */
     int fenced;                  /* a newer schedulerd took over: write nothing more */
+    uint32_t n_unannounced;      /* requests finished since postprocd was last woken */
     uint64_t last_rescan_ns;
     uint64_t rescan_ns;          /* period of the full table rescan */
     int32_t *tokbuf;             /* cfg.n_ctx tokens of scratch */
@@ -195,6 +196,9 @@ void sched_rescan(struct sched *s);
 
 /* Updates the KV and queue gauges. */
 void sched_gauges(struct sched *s);
+
+/* Rings postprocd's `wake` once if requests finished since the last call. */
+void sched_announce(struct sched *s);
 
 /* Marks s fenced (logs once); returns RS_ESTALE. */
 rs_err sched_fence(struct sched *s);

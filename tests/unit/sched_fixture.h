@@ -323,7 +323,8 @@ static inline int sfx_run_seq(struct sfx *f, const struct rs_pipe_batch_seq *q,
         int32_t t = sfx_token(f, r->handle, q->out_index);
         if (len > r->n_prompt + q->out_index) { /* a redo: the list already has it */
             t = list[r->n_prompt + q->out_index];
-        } else if (rs_arena_append(f->lau->tokens, ref, &t, 1) != RS_OK) {
+        } else if (rs_arena_append(f->lau->tokens, ref, &t, 1) != RS_OK ||
+                   rs_arena_seal(f->lau->tokens, ref) != RS_OK) { /* as launcherd: see row.c */
             free(list);
             return sfx_fail(f, "record %u: append failed", q->req_index);
         }
