@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -363,4 +364,32 @@ rs_err rs_load_file(const char *path, uint64_t off, uint64_t len, void *const *s
     if (st != NULL)
         *st = l.st;
     return rc;
+}
+
+double rs_load_cached_fraction(const char *path, uint64_t off, uint64_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || len == 0 || off + len > (uint64_t)sb.st_size) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t first = off / (uint64_t)page * (uint64_t)page, span = off + len - first;
+    void *m = mmap(NULL, (size_t)span, PROT_READ, MAP_SHARED, fd, (off_t)first);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -1;
+    size_t n = (size_t)((span + (uint64_t)page - 1) / (uint64_t)page), in = 0;
+    unsigned char *vec = malloc(n);
+    double r = -1;
+    if (vec != NULL && mincore(m, (size_t)span, vec) == 0) {
+        for (size_t i = 0; i < n; i++)
+            in += vec[i] & 1;
+        r = (double)in / (double)n;
+    }
+    free(vec);
+    munmap(m, (size_t)span);
+    return r;
 }

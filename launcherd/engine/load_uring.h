@@ -21,7 +21,7 @@
 
 #define RS_LOAD_MIN_DEPTH 16               /* reads in flight, at least */
 #define RS_LOAD_DEFAULT_DEPTH 32
-#define RS_LOAD_DEFAULT_CHUNK (4u << 20)   /* bytes per read */
+#define RS_LOAD_DEFAULT_CHUNK (1u << 20)   /* bytes per read (bench/load: best warm, near best cold) */
 #define RS_LOAD_ALIGN 4096u                /* O_DIRECT alignment of offsets, sizes, buffers */
 
 /* Where chunks go. put and wait run on the loading thread. */
@@ -56,7 +56,7 @@ struct rs_load_stats {
     int direct;       /* 1 when O_DIRECT was in effect */
 };
 
-/* Defaults: depth 32, 4 MiB chunks, O_DIRECT, progress bar on. */
+/* Defaults: depth 32, 1 MiB chunks, O_DIRECT, progress bar on. */
 void rs_load_opts_default(struct rs_load_opts *o);
 
 /*
@@ -80,5 +80,14 @@ unsigned rs_load_staging_count(const struct rs_load_opts *o);
 rs_err rs_load_file(const char *path, uint64_t off, uint64_t len, void *const *staging,
                     const struct rs_load_opts *o, const struct rs_load_sink *sink,
                     struct rs_load_stats *st);
+
+/*
+ * Fraction (0..1) of the pages of [off, off + len) of the file at path that
+ * are in the page cache now (mincore over a private read-only mapping), or
+ * -1 when it cannot tell. Loaders use it to pick O_DIRECT only for a cold
+ * file: bench/load measured O_DIRECT several times slower than the page
+ * cache when the file is cached. Any thread.
+ */
+double rs_load_cached_fraction(const char *path, uint64_t off, uint64_t len);
 
 #endif

@@ -266,7 +266,33 @@ static int test_gguf_data_section_matches_mapping(void)
     return 0;
 }
 
+static int test_cached_fraction_sees_the_page_cache(void)
+{
+    char path[512];
+    size_t n = 4 * 1024 * 1024;
+    snprintf(path, sizeof(path), "%s/cached.bin", rs_test_tmpdir());
+    uint8_t *ref = make_file(path, n);
+    RS_CHECK(ref != NULL);
+    int fd = open(path, O_RDONLY);
+    RS_CHECK(fd >= 0);
+    uint8_t *tmp = malloc(n);
+    RS_CHECK(pread(fd, tmp, n, 0) == (ssize_t)n); /* every page cached */
+    double warm = rs_load_cached_fraction(path, 100, n - 200);
+    RS_CHECK_MSG(warm == 1.0, "warm fraction %f", warm);
+    RS_CHECK(fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+    double cold = rs_load_cached_fraction(path, 0, n);
+    RS_CHECK_MSG(cold >= 0.0 && cold < 0.5, "fraction after dropping the pages %f", cold);
+    RS_CHECK(rs_load_cached_fraction(path, 0, n + 1) == -1);
+    RS_CHECK(rs_load_cached_fraction("/nonexistent", 0, 1) == -1);
+    close(fd);
+    unlink(path);
+    free(tmp);
+    free(ref);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_cached_fraction_sees_the_page_cache),
     RS_TEST(test_spans_read_exactly),
     RS_TEST(test_direct_on_ext4_and_fallback_on_tmpfs),
     RS_TEST(test_buffers_refilled_only_after_wait),
