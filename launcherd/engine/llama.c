@@ -321,6 +321,7 @@ static rs_err read_vocab_size(const rs_gguf *g, struct rs_model_hparams *hp, cha
 rs_err llama_desc_load(const rs_gguf *g, struct llama_desc *d, char *err, size_t len)
 {
     memset(d, 0, sizeof(*d));
+    d->gguf = g;
     rs_err rc = read_hparams(g, &d->hp, err, len);
     if (rc == RS_OK)
         rc = read_vocab_size(g, &d->hp, err, len);

@@ -45,6 +45,7 @@ struct llama_desc {
     const float *rope_freqs;    /* rope_dim / 2 divisors of each frequency, or NULL */
     struct llama_layer *layers; /* n_layers, owned */
     float *vectors;             /* owned F32 storage of the norms and rope_freqs */
+    const rs_gguf *gguf;        /* the open file (borrowed), for backends that read it themselves */
 };
 
 /*
