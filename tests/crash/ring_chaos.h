@@ -75,6 +75,7 @@ struct chaos {
     pid_t prod, cons;
     uint64_t kills, prod_kills, cons_kills, restarts;
     uint32_t rng;
+    uint32_t dead_inc[2]; /* per role: incarnation current when it was last killed */
 };
 
 static inline uint64_t chaos_mix(uint64_t x)
@@ -318,14 +319,34 @@ static inline int chaos_reap_unexpected(struct chaos *c)
     return 0;
 }
 
-/* One random SIGKILL of a victim, then its restart. */
+/* Waits (up to 10 s) until role `idx` is READY under an incarnation newer than `old`. */
+static inline void chaos_wait_ready(struct chaos *c, uint32_t idx, uint32_t old)
+{
+    for (int i = 0; i < 100000; i++) {
+        struct rs_role_info ri;
+        if (rs_role_info_at(c->shm, idx, &ri) == RS_OK && ri.inc > old &&
+            ri.phase == RS_ROLE_READY)
+            return;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/*
+ * One random SIGKILL of a victim, then its restart. Half the kills first let
+ * the victim finish starting (READY), so however slow restarts are on a
+ * loaded host, kills land both in start-up/recovery and mid-operation.
+ */
 static inline int chaos_kill_one(struct chaos *c)
 {
+    int producer = c->cfg.victims == 1 || (c->cfg.victims == 3 && (chaos_rand(c) & 1));
+    uint32_t role = producer ? 0 : 1;
+    if (chaos_rand(c) & 2)
+        chaos_wait_ready(c, role, c->dead_inc[role]);
     struct timespec ts = {0, (long)(chaos_rand(c) % (c->cfg.max_delay_us + 1)) * 1000};
     nanosleep(&ts, NULL);
     if (chaos_reap_unexpected(c))
         return 1;
-    int producer = c->cfg.victims == 1 || (c->cfg.victims == 3 && (chaos_rand(c) & 1));
     pid_t *pid = producer ? &c->prod : &c->cons;
     kill(*pid, SIGKILL);
     int code = chaos_wait(*pid);
@@ -336,6 +357,9 @@ static inline int chaos_kill_one(struct chaos *c)
     }
     c->kills++;
     producer ? c->prod_kills++ : c->cons_kills++;
+    struct rs_role_info ri;
+    if (rs_role_info_at(c->shm, role, &ri) == RS_OK)
+        c->dead_inc[role] = ri.inc;
     *pid = chaos_spawn(c, producer, NULL);
     return rs_ring_check(c->obs, NULL) != RS_OK;
 }

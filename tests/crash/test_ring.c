@@ -17,7 +17,7 @@
 static struct chaos_cfg base_cfg(void)
 {
     struct chaos_cfg cfg = {.slots = 16, .slot_bytes = 512, .flags = RS_RING_CRC,
-                            .max_records = 1u << 20, .kills = 250, .max_delay_us = 2000,
+                            .max_records = 1u << 18, .kills = 250, .max_delay_us = 2000,
                             .victims = 3, .seed = 12345};
     return cfg;
 }
