@@ -16,9 +16,9 @@
 #include "ipc/failpoint.h"
 #include "schedulerd/sched.h"
 
-/* Writes one sequence and its tokens; 0 when its tokens could not be read. */
+/* Writes one sequence and its tokens and marks its record; 0 when its tokens could not be read. */
 static int write_seq(struct sched *s, const struct plan_seq *ps, struct rs_pipe_batch_seq *seq,
-                     int32_t *tok, uint32_t tok_off)
+                     int32_t *tok, uint32_t tok_off, uint64_t id)
 {
     struct sreq *sr = &s->req[ps->idx];
     struct rs_table_ref ref = {ps->idx, sr->gen};
@@ -35,22 +35,31 @@ static int write_seq(struct sched *s, const struct plan_seq *ps, struct rs_pipe_
         .req_index = ps->idx, .req_gen = sr->gen, .run_slot = sr->slot, .pos0 = ps->pos0,
         .n_tokens = ps->n_tokens, .n_blocks = sr->n_blocks, .tok_off = tok_off,
         .want_logits = ps->want_logits, .out_index = sr->len - sr->n_prompt};
+    rs_pipe_req_at(s->p, ps->idx)->inflight_batch = id;
+    /* a decode extends a list with outputs by one; everything else is prefill */
+    if (ps->n_tokens == 1 && ps->pos0 + 1 == sr->len && sr->len > sr->n_prompt)
+        s->plan_decode++;
+    else
+        s->plan_prefill += ps->n_tokens;
     return 1;
 }
 
 /*
- * Fills the claimed slot from s->plan: sequences first, then tokens (their
- * offset depends on the final count, so a sequence whose tokens cannot be
- * read is dropped and the tokens are moved down). Returns the sequences kept.
+ * Fills the claimed slot from s->plan for batch `id`: sequences first, then
+ * tokens (their offset depends on the final count, so a sequence whose
+ * tokens cannot be read is dropped and the tokens are moved down), marking
+ * each record in flight. Returns the sequences kept.
  */
-static uint32_t write_batch(struct sched *s, struct rs_pipe_batch *b, uint32_t *n_tokens)
+static uint32_t write_batch(struct sched *s, struct rs_pipe_batch *b, uint64_t id,
+                            uint32_t *n_tokens)
 {
     struct rs_pipe_batch_seq *seqs = (struct rs_pipe_batch_seq *)(b + 1);
     int32_t *tok = (int32_t *)(seqs + s->n_plan);
     uint32_t n = 0, off = 0;
+    s->plan_prefill = s->plan_decode = 0;
     for (uint32_t i = 0; i < s->n_plan; i++) {
         const struct plan_seq *ps = &s->plan[i];
-        if (write_seq(s, ps, &seqs[n], tok, off)) {
+        if (write_seq(s, ps, &seqs[n], tok, off, id)) {
             off += ps->n_tokens;
             s->flight[n++] = ps->idx;
             continue;
@@ -69,31 +78,10 @@ static uint32_t write_batch(struct sched *s, struct rs_pipe_batch *b, uint32_t *
     return n;
 }
 
-/* Counts the step's tokens as prefill or decode (a decode extends a generated list by one). */
-static void count_tokens(struct sched *s, const struct rs_pipe_batch *b)
-{
-    uint64_t prefill = 0, decode = 0;
-    const struct rs_pipe_batch_seq *seqs = rs_pipe_batch_seqs(b);
-    for (uint32_t i = 0; i < b->n_seqs; i++) {
-        const struct rs_pipe_batch_seq *ps = &seqs[i];
-        const struct sreq *sr = &s->req[ps->req_index];
-        if (ps->n_tokens == 1 && ps->pos0 + 1 == sr->len && sr->len > sr->n_prompt)
-            decode++;
-        else
-            prefill += ps->n_tokens;
-    }
-    rs_counter_add(&s->m->counter[RS_M_SCH_STEPS], 1);
-    rs_counter_add(&s->m->counter[RS_M_SCH_PREFILL_TOKENS], prefill);
-    rs_counter_add(&s->m->counter[RS_M_SCH_DECODE_TOKENS], decode);
-}
-
-/* Marks the records in flight, stamps the header and commits. */
-static int commit(struct sched *s, struct rs_ring_wr *w, struct rs_pipe_batch *b,
+/* Stamps the header of batch `id` (records already marked) and commits. */
+static int commit(struct sched *s, struct rs_ring_wr *w, struct rs_pipe_batch *b, uint64_t id,
                   uint32_t n_tokens, uint64_t t0)
 {
-    uint64_t id = atomic_fetch_add_explicit(&s->p->shared->next_batch, 1, memory_order_acq_rel);
-    for (uint32_t i = 0; i < s->n_flight; i++)
-        rs_pipe_req_at(s->p, s->flight[i])->inflight_batch = id;
     RS_FAILPOINT("sched.batch.marked");
     b->batch_id = id;
     b->launcher_inc = s->kv_inc;
@@ -119,7 +107,9 @@ static int commit(struct sched *s, struct rs_ring_wr *w, struct rs_pipe_batch *b
     s->inflight_id = id;
     s->inflight_ns = b->planned_ns;
     s->inflight_guess = 0;
-    count_tokens(s, b);
+    rs_counter_add(&s->m->counter[RS_M_SCH_STEPS], 1);
+    rs_counter_add(&s->m->counter[RS_M_SCH_PREFILL_TOKENS], s->plan_prefill);
+    rs_counter_add(&s->m->counter[RS_M_SCH_DECODE_TOKENS], s->plan_decode);
     rs_log_req(RS_LOG_DEBUG, RS_LOG_NOID, id, "batch: %u seqs, %u tokens, planned in %llu ns",
                s->n_flight, n_tokens, (unsigned long long)plan_ns);
     sched_ring(s, RS_PIPE_STAGE_LAUNCHERD, RS_WIRE_DOOR_BATCH_READY, id, w->slot);
@@ -141,12 +131,15 @@ int batch_step(struct sched *s)
             rs_log_error("batch ring: claim failed (%s)", rs_strerror(rc));
         return 0;
     }
-    uint64_t t0 = rs_clock_ns();
+    uint64_t t0 = rs_clock_ns(), id = 0;
     int n = plan_step(s);
     uint32_t n_tokens = 0;
     s->n_flight = 0;
-    if (n > 0 && rs_pipe_batch_bytes((uint32_t)n, s->plan_tokens) <= w.cap)
-        n = (int)write_batch(s, w.data, &n_tokens);
+    if (n > 0 && rs_pipe_batch_bytes((uint32_t)n, s->plan_tokens) <= w.cap) {
+        /* ids need not be dense: one spent on a batch that ends up empty is never seen */
+        id = atomic_fetch_add_explicit(&s->p->shared->next_batch, 1, memory_order_acq_rel);
+        n = (int)write_batch(s, w.data, id, &n_tokens);
+    }
     else if (n > 0) /* cannot happen: the slot is sized for max_seqs and max_batched_tokens */
         rs_log_error("plan of %d seqs and %u tokens does not fit a batch slot", n, s->plan_tokens);
     if (n <= 0 || s->n_flight == 0) {
@@ -156,5 +149,5 @@ int batch_step(struct sched *s)
         rs_ring_abort(s->p->batches, &w);
         return n < 0 ? n : 0;
     }
-    return commit(s, &w, w.data, n_tokens, t0);
+    return commit(s, &w, w.data, id, n_tokens, t0);
 }

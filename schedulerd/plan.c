@@ -82,9 +82,14 @@ static int grow(struct sched *s, uint32_t idx, uint32_t upto)
     return 1;
 }
 
-/* One pass over the running list: decodes (want 1 token) or chunks (more). */
+/*
+ * One pass over the running list: decodes (want 1 token) or chunks (more).
+ * Returns how many chunk candidates the decode pass passed over (0: no
+ * chunk pass needed), or RS_ESTALE once fenced.
+ */
 static int plan_running(struct sched *s, uint32_t *budget, int decodes)
 {
+    int chunks = 0;
     for (uint32_t i = 0; i < s->n_run;) {
         uint32_t idx = s->run[i];
         struct sreq *sr = &s->req[idx];
@@ -101,6 +106,7 @@ static int plan_running(struct sched *s, uint32_t *budget, int decodes)
             break;
         uint32_t need = sr->len - sr->n_computed;
         if (full || sr->in_batch || (need == 1) != decodes) {
+            chunks += need > 1;
             i++;
             continue;
         }
@@ -118,7 +124,7 @@ static int plan_running(struct sched *s, uint32_t *budget, int decodes)
             i = runq_find(s, idx);
         i++;
     }
-    return 0;
+    return chunks;
 }
 
 uint32_t plan_prefix_match(struct sched *s, uint32_t idx, const int32_t *tok, uint32_t len)
@@ -262,9 +268,9 @@ int plan_step(struct sched *s)
     if (s->fenced)
         return RS_ESTALE;
     int rc = plan_running(s, &budget, 1);
-    if (rc == 0)
+    if (rc > 0)
         rc = plan_running(s, &budget, 0);
-    if (rc == 0)
+    if (rc >= 0)
         rc = plan_admit(s, &budget);
     return rc < 0 ? rc : (int)s->n_plan;
 }

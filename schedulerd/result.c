@@ -28,8 +28,14 @@ static void apply_row(struct sched *s, const struct rs_pipe_result *res,
     if (sr->st != SR_RUNNING || sr->gen != row->req_gen || !sr->in_batch ||
         r->inflight_batch != res->batch_id)
         return; /* not in this batch, or applied before a restart */
-    uint32_t len = sr->len;
-    rs_arena_len(s->p->tokens, (struct rs_table_ref){idx, sr->gen}, &len);
+    /* A step appends at most one token: a reported length in [len, len + 1] is taken as is
+     * (it saves reading the list's length word, which launcherd just wrote); anything else
+     * (a KV_LOST row, a launcher that appended before dying) is read from the list. */
+    uint32_t len = row->n_tokens;
+    if (len < sr->len || len > sr->len + 1 || len > s->cfg.n_ctx || len < row->computed) {
+        len = sr->len;
+        rs_arena_len(s->p->tokens, (struct rs_table_ref){idx, sr->gen}, &len);
+    }
     sr->len = len;
     uint32_t c = row->computed, old = sr->n_computed;
     if (res->status == RS_PIPE_RESULT_KV_LOST) {

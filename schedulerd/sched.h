@@ -151,6 +151,7 @@ struct sched {
     uint32_t *slot_req;          /* running slot -> request index, SCHED_NONE */
     struct plan_seq *plan;       /* cfg.max_seqs */
     uint32_t n_plan, plan_tokens;
+    uint64_t plan_prefill, plan_decode; /* tokens of the batch being written, by kind */
     uint32_t *flight;            /* request indices of the batch in flight */
     uint32_t n_flight;
     uint64_t inflight_id;        /* batch committed and not yet answered, 0 = none */
