@@ -237,8 +237,13 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
                          "most this server holds; retry later", p->cfg.max_requests);
         return RS_OK;
     }
-    if (rc != RS_OK)
-        return rc == RS_ESTALE ? RS_ESTALE : RS_OK;
+    if (rc == RS_ESTALE)
+        return RS_ESTALE;
+    if (rc != RS_OK) {
+        tokd_reply_error(t, sock, peer, m->id, RS_WIRE_INTERNAL, "cannot claim a request "
+                         "record: %s", rs_strerror(rc));
+        return RS_OK;
+    }
     struct rs_pipe_req *r = rec;
     fill_record(t, r, tcp, peer, m, n_prompt, hash, arrival_ns);
     if ((rc = commit(t, sock, peer, ref, r)) != RS_OK)
