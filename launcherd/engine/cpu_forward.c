@@ -1,16 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The llama forward pass on the CPU, run by every pool thread at once.
- * Each phase splits its work statically: row-local ops by rows, GEMMs by
- * output columns (4-aligned slices), attention by (KV head, row) units
- * balanced by context length. Every output element is computed whole by
- * one thread with the kernels' fixed reduction order, so the result depends
- * neither on the split nor on the thread count. Barriers separate phases.
- *
- * Per layer: xn = norm(x) | q,k,v = xn W (+RoPE, K/V to the cache) |
- * attention | x += att Wo | xn = norm(x) | gate,up = xn W; gate = swiglu |
- * x += gate Wdown. Then the last row of each sequence that wants logits:
- * norm, times the output matrix.
+ * The llama forward pass on the CPU, run by every pool thread at once. Each
+ * phase splits its work statically: row-local ops by rows, GEMMs by output
+ * columns (4-aligned slices), attention by (KV head, row) units balanced by
+ * context length. Every output element is computed whole by one thread with
+ * the kernels' fixed reduction order, so the result depends neither on the
+ * split nor on the thread count. Barriers separate the phases (layer_forward).
  */
 #include "launcherd/engine/cpu_forward.h"
 
@@ -213,6 +208,10 @@ static void residual_gemm(struct cpu_state *s, const struct kern_mat *w, const f
               thread_gemm_scratch(s, tid));
 }
 
+/*
+ * xn = norm(x) | q,k,v = xn W (+RoPE, K/V to the cache) | attention |
+ * x += att Wo | xn = norm(x) | gate,up = xn W; gate = swiglu | x += gate Wdown
+ */
 static void layer_forward(struct cpu_state *s, uint32_t il, int tid, int nt)
 {
     const struct llama_layer *dl = &s->d->layers[il];

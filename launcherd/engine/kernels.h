@@ -1,25 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * CPU kernels of the forward pass: matrix times activations over F32, F16,
- * BF16 and Q8_0 weights (dequantized on the fly), paged attention for one
- * query row, and the row-local ops (RMSNorm, RoPE, SwiGLU).
- *
- * Batch invariance is a property of these kernels. Every output element is
- * computed by one fixed sequence of float operations that depends only on
- * the length of the reduction, never on how many rows are in the batch, how
- * the work is tiled or which thread runs it:
- *   dot(w, x) over K: lane j of an 8-lane accumulator sums w[k]*x[k] for
- *   k = j, j+8, ... in increasing k (a zero-padded last step covers K % 8);
- *   the lanes are then added in the fixed tree ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).
- * Weights are widened to F32 by one fixed function per element: exactly for
- * F16, BF16, Q8_0 (d*q), Q4_0 (d*(q-8)) and Q6_K ((d*sc)*q, at most 23
- * significant bits); Q4_K's (d*sc)*q - dmin*m has an exact product and one
- * rounding, in every variant (the value ggml's dequantize_row_q4_K gives).
- * So a quantized matrix gives bit for bit the result of the F32 matrix
- * holding its dequantized values. The AVX2 variant uses FMA for each
- * step; the portable variant a rounded multiply then add, so the two differ
- * in the last bits (the test checks a tolerance) and a process uses one.
- * Leaves out: Q4_1, Q5_*, Q2_K/Q3_K/Q5_K and the IQ types (launcherd/README.md), AVX-512.
+ * BF16, Q8_0, Q4_0, Q4_K and Q6_K weights (widened to F32 on the fly), paged
+ * attention for one query row, and the row-local ops (RMSNorm, RoPE, SwiGLU).
+ * Batch invariance is a property of these kernels: see "Reduction order" below.
+ * Leaves out: Q4_1, Q5_*, Q2_K/Q3_K/Q5_K and the IQ types (launcherd/README.md),
+ * AVX-512.
  */
 #ifndef RS_ENGINE_KERNELS_H
 #define RS_ENGINE_KERNELS_H
@@ -28,6 +14,23 @@
 #include <stdint.h>
 
 #include "common/gguf.h"
+
+/*
+ * Reduction order. Every output element is computed by one fixed sequence of
+ * float operations that depends only on the length of the reduction, never on
+ * how many rows are in the batch, how the work is tiled or which thread runs it:
+ *   dot(w, x) over K: lane j of an 8-lane accumulator sums w[k]*x[k] for
+ *   k = j, j+8, ... in increasing k (a zero-padded last step covers K % 8);
+ *   the lanes are then added in the fixed tree ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).
+ * Weights are widened to F32 by one fixed function per element: exactly for
+ * F16, BF16, Q8_0 (d*q), Q4_0 (d*(q-8)) and Q6_K ((d*sc)*q, at most 23
+ * significant bits); Q4_K's (d*sc)*q - dmin*m has an exact product and one
+ * rounding, in every variant (the value ggml's dequantize_row_q4_K gives).
+ * So a quantized matrix gives bit for bit the result of the F32 matrix
+ * holding its dequantized values. The AVX2 variant uses FMA for each step;
+ * the portable variant a rounded multiply then add, so the two differ in the
+ * last bits (the test checks a tolerance) and a process uses one.
+ */
 
 /* Instruction-set variant, chosen once at model load. */
 enum kern_isa {

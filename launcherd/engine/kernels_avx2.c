@@ -1,16 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * AVX2 + FMA + F16C kernels (compiled with target attributes, so the binary
- * still runs on any x86-64; kernels.c calls them only when the CPU has them).
- * GEMM: register tiles of up to 3 activation rows x 4 weight rows, each
- * accumulator one (row, feature) pair with 8 lanes along K, reduced by the
- * fixed tree in kernels.h. Up to 3 rows (decode) the weights are widened in
- * registers; from 4 rows on, each 4-row weight tile is first widened into an
- * F32 panel that all row tiles reuse. Both give the same bits, because the
- * widening is exact and each element sees the same FMA sequence.
- * Q4_0, Q4_K and Q6_K always go through the panel (their blocks are widened
- * a row at a time). Leaves out: AVX-512 (same FMA throughput on the Zen 4
- * this was tuned on).
+ * AVX2 + FMA + F16C kernels, compiled with target attributes so the binary
+ * still runs on any x86-64 (kernels.c calls them only when the CPU has them).
+ * GEMM: register tiles of up to 3 activation rows x 4 weight rows, 8 lanes
+ * along K per accumulator, reduced by the fixed tree of kernels.h; weights
+ * widened in registers up to 3 rows, else into a 4-row F32 panel all row
+ * tiles reuse (same bits either way). Q4_0/Q4_K/Q6_K always use the panel.
+ * Leaves out: AVX-512 (same FMA throughput on the Zen 4 this was tuned on).
  */
 #include "launcherd/engine/kernels.h"
 

@@ -2,15 +2,10 @@
 /*
  * The model runtime's public API, what launcherd (and the tools, tests and
  * benches) call: load a llama-family GGUF, make a paged KV cache, run one
- * forward step over a batch of sequences, read the logits.
- *
- * A step takes any mix of prefill chunks and decode tokens. The caller
- * (schedulerd, through the batch ring) owns block allocation: each sequence
- * brings its block table, and the engine reads and writes K/V only through
- * it, after checking every entry. Results are batch invariant: a sequence's
- * logits are bit-identical whether it runs alone or with others, in one
- * prefill or in chunks, before or after a recompute, on any thread count
- * (launcherd/README.md, "Batch invariance").
+ * forward step over any mix of prefill chunks and decode tokens, read the
+ * logits. The caller (schedulerd, through the batch ring) owns block
+ * allocation; the engine touches K/V only through checked block tables.
+ * Results are batch invariant (launcherd/README.md, "Batch invariance").
  * Leaves out: tokenization (common/), sampling (sampler.h), scheduling.
  */
 #ifndef RS_MODEL_H
