@@ -8,10 +8,12 @@
 #include "ipc/pipeline.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,11 +103,36 @@ static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N
                                        .count = lp_chunks(c), .elem_bytes = RS_PIPE_LP_CHUNK_WORDS};
 }
 
+/*
+ * 1 when segment `name` exists but is not formatted yet: another daemon of the instance has
+ * shm_open'ed it and not yet sized it or written its header. Attaching then fails as if the
+ * segment were malformed; it is only young (four daemons started at once hit this window).
+ */
+static int segment_unformatted(const char *name)
+{
+    char path[320];
+    snprintf(path, sizeof(path), "/dev/shm%s", name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    uint64_t magic = 1;
+    int young = fstat(fd, &st) == 0 &&
+                (st.st_size < (off_t)SHM_HDR_BYTES ||
+                 (pread(fd, &magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) && magic == 0));
+    close(fd);
+    return young;
+}
+
 /* Attaches, or creates when absent; a segment from an earlier boot is replaced. */
 static rs_err attach_or_create(const char *name, const struct rs_shm_region_spec *specs,
                                rs_shm **shm, char *err, size_t err_len)
 {
     for (int attempt = 0; attempt < 500; attempt++) {
+        if (segment_unformatted(name)) {
+            usleep(10000);
+            continue;
+        }
         rs_err rc = rs_shm_attach(name, specs, N_REGIONS, 0, err, err_len, shm);
         if (rc == RS_OK)
             return RS_OK;
@@ -128,7 +155,7 @@ static rs_err attach_or_create(const char *name, const struct rs_shm_region_spec
                          rs_strerror(rc));
                 return rc;
             }
-        } else if (rc != RS_EAGAIN) {
+        } else if (rc != RS_EAGAIN && !(rc == RS_EMISMATCH && segment_unformatted(name))) {
             return rc;
         }
         usleep(10000);
