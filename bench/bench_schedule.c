@@ -393,6 +393,33 @@ static void report(struct drv *d, struct samples *s, double floor_ns)
            pct(s->driver, s->n, 0.5) * us);
 }
 
+/* Stops schedulerd, closes everything, removes the segment and the runtime directory. */
+static void teardown(struct drv *d)
+{
+    if (d->child > 0) {
+        kill(d->child, SIGTERM);
+        waitpid(d->child, NULL, 0);
+    }
+    rs_pipe_doors_close(&d->dl);
+    rs_pipe_doors_close(&d->dp);
+    if (d->zctx)
+        zmq_ctx_term(d->zctx);
+    rs_pipe_close(&d->tok);
+    rs_pipe_close(&d->lau);
+    rs_pipe_close(&d->post);
+    if (d->cfg.instance[0] != '\0')
+        rs_pipe_unlink(d->cfg.instance);
+    if (d->rundir[0] == '\0')
+        return;
+    char p[200];
+    const char *names[] = {"schedulerd.door", "launcherd.door", "postprocd.door", "pingpong"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof(p), "%s/%s", d->rundir, names[i]);
+        unlink(p);
+    }
+    rmdir(d->rundir);
+}
+
 int main(int argc, char **argv)
 {
     struct drv d;
@@ -427,25 +454,7 @@ int main(int argc, char **argv)
             rc = 0;
         }
     }
-    if (d.child > 0) {
-        kill(d.child, SIGTERM);
-        waitpid(d.child, NULL, 0);
-    }
-    rs_pipe_doors_close(&d.dl);
-    rs_pipe_doors_close(&d.dp);
-    if (d.zctx)
-        zmq_ctx_term(d.zctx);
-    rs_pipe_close(&d.tok);
-    rs_pipe_close(&d.lau);
-    rs_pipe_close(&d.post);
-    rs_pipe_unlink(d.cfg.instance);
-    char p[200];
-    const char *names[] = {"schedulerd.door", "launcherd.door", "postprocd.door", "pingpong"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof(p), "%s/%s", d.rundir, names[i]);
-        unlink(p);
-    }
-    rmdir(d.rundir);
+    teardown(&d);
     free(s.plan);
     free(s.pickup);
     free(s.back);

@@ -168,6 +168,7 @@ static void ix_close(struct ix *x)
         unlink(p);
     }
     rmdir(x->rundir);
+    rmdir(rs_test_tmpdir()); /* when nothing else of this process is left in it */
 }
 
 static int ix_submit(struct ix *x, uint32_t n, uint32_t shared, uint32_t family, uint32_t max_tokens)
