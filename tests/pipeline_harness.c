@@ -114,12 +114,21 @@ rs_err rs_harness_start_stage(struct rs_harness *h, enum rs_pipe_stage s, const 
 /* Opens the read-only view once the segment is fully created. */
 static struct rs_pipe *view_of(struct rs_harness *h)
 {
-    char path[128], err[256];
+    char path[400], err[256];
     struct stat st;
+    static const char *const bound[] = {"schedulerd.door", "launcherd.door", "postprocd.door",
+                                        "tokenizerd.sock"};
     if (h->view != NULL)
         return h->view;
+    /* A daemon binds its sockets after rs_pipe_open: then the segment is complete, and
+     * inspecting it cannot meet a header still being written. */
+    int any = 0;
+    for (int i = 0; i < 4 && !any; i++) {
+        snprintf(path, sizeof(path), "%s/%s", h->rundir, bound[i]);
+        any = access(path, F_OK) == 0;
+    }
     snprintf(path, sizeof(path), "/dev/shm/ringserve-%s", h->instance);
-    if (stat(path, &st) != 0 || st.st_size < 4096)
+    if (!any || stat(path, &st) != 0 || st.st_size < 4096)
         return NULL;
     if (rs_pipe_inspect(h->instance, &h->view, err, sizeof(err)) != RS_OK)
         h->view = NULL;
@@ -281,7 +290,9 @@ void rs_harness_stop(struct rs_harness *h, int keep_logs)
     for (int s = 0; s < RS_PIPE_N_STAGES; s++)
         rs_harness_signal(h, (enum rs_pipe_stage)s, SIGTERM);
     rs_pipe_close(&h->view);
-    if (h->instance[0] != '\0')
+    char shm[128];
+    snprintf(shm, sizeof(shm), "/dev/shm/ringserve-%s", h->instance);
+    if (h->instance[0] != '\0' && access(shm, F_OK) == 0)
         rs_pipe_unlink(h->instance);
     if (h->rundir[0] != '\0')
         remove_dir(h->rundir, 0);

@@ -10,17 +10,21 @@
  * right after a send by failpoint) still gives the callback every delta
  * exactly once, in order, byte-identical to a run without crashes.
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "client/client.h"
 #include "common/clock.h"
+#include "ipc/zcert.h"
 #include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"
 
@@ -513,6 +517,91 @@ static int test_postprocd_crash_after_final_sent_delivers_once(void)
     return crash_after_send("RS_FAILPOINT=postprocd.final_sent:1", 50);
 }
 
+/* A TCP port free right now on 127.0.0.1 (the kernel picks it; a race is possible but rare). */
+static int free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* Key pair `name` saved under the test's scratch directory; paths into sec and pub. */
+static int keypair(const char *name, struct rs_zcert *c, char *sec, char *pub, size_t cap)
+{
+    snprintf(sec, cap, "%s/%s.key", rs_test_tmpdir(), name);
+    snprintf(pub, cap, "%s/%s.pub", rs_test_tmpdir(), name);
+    return rs_zcert_generate(c) == RS_OK && rs_zcert_save(c, sec, pub) == RS_OK ? 0 : 1;
+}
+
+static int test_tcp_with_curve_serves_allowed_key_only(void)
+{
+    struct rs_harness h;
+    struct rs_harness_opts o = {0};
+    struct rs_zcert srv, ok_key, bad_key;
+    char model[512], srv_sec[400], srv_pub[400], ok_sec[400], ok_pub[400], bad_sec[400],
+        bad_pub[400], tok_ep[64], post_ep[64];
+    if (rs_test_refdata(MODEL, model, sizeof(model)) == NULL)
+        return RS_TEST_SKIP;
+    RS_CHECK(keypair("server", &srv, srv_sec, srv_pub, sizeof(srv_sec)) == 0);
+    RS_CHECK(keypair("allowed", &ok_key, ok_sec, ok_pub, sizeof(ok_sec)) == 0);
+    RS_CHECK(keypair("refused", &bad_key, bad_sec, bad_pub, sizeof(bad_sec)) == 0);
+    int p1 = free_port(), p2 = free_port();
+    RS_CHECK(p1 > 0 && p2 > 0 && p1 != p2);
+    snprintf(tok_ep, sizeof(tok_ep), "tcp://127.0.0.1:%d", p1);
+    snprintf(post_ep, sizeof(post_ep), "tcp://127.0.0.1:%d", p2);
+    const char *tok_args[] = {"--listen", tok_ep, "--curve-secret", srv_sec, "--curve-allow",
+                              ok_pub, NULL};
+    const char *post_args[] = {"--listen", post_ep, "--curve-secret", srv_sec, "--curve-allow",
+                               ok_pub, NULL};
+    memcpy(o.extra[RS_PIPE_STAGE_TOKENIZERD], tok_args, sizeof(tok_args));
+    memcpy(o.extra[RS_PIPE_STAGE_POSTPROCD], post_args, sizeof(post_args));
+    o.model = model;
+    o.n_ctx = CTX;
+    o.max_requests = 64;
+    RS_CHECK(rs_harness_start(&h, &o) == RS_OK);
+    struct rs_wire_generate g;
+    struct rs_client_result ref = {0}, got = {0}, refused = {0};
+    greedy(&g, "Once upon a time", 32, false);
+    int failed = reference(&h, &g, &ref); /* over ipc:// */
+    struct rs_client_opts co;
+    rs_client_opts_default(&co);
+    co.tokenizerd_endpoint = tok_ep;
+    co.postprocd_endpoint = post_ep;
+    co.curve_secret_file = ok_sec;
+    co.curve_server_public = srv.public_z85;
+    rs_client *c = NULL, *bad = NULL;
+    failed |= rs_client_create(&co, &c) != RS_OK ||
+              rs_client_generate_sync(c, &g, 30000, NULL, NULL, &got) != RS_OK;
+    co.curve_secret_file = bad_sec; /* a key not in the allowlist: refused at the handshake */
+    failed |= rs_client_create(&co, &bad) != RS_OK ||
+              rs_client_generate_sync(bad, &g, 1500, NULL, NULL, &refused) != RS_OK;
+    if (failed)
+        rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
+    rs_client_destroy(&c);
+    rs_client_destroy(&bad);
+    rs_harness_stop(&h, 0);
+    const char *files[] = {srv_sec, srv_pub, ok_sec, ok_pub, bad_sec, bad_pub};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+        unlink(files[i]);
+    RS_CHECK(!failed);
+    RS_CHECK_MSG(got.status == RS_CLIENT_OK && got.n_tokens == ref.n_tokens &&
+                     memcmp(got.tokens, ref.tokens, ref.n_tokens * sizeof(uint32_t)) == 0,
+                 "tcp client: status %s, %u tokens", rs_client_status_name(got.status),
+                 got.n_tokens);
+    RS_CHECK_MSG(refused.status == RS_CLIENT_TIMEOUT && refused.n_tokens == 0,
+                 "unlisted key: status %s", rs_client_status_name(refused.status));
+    rs_client_result_fini(&ref);
+    rs_client_result_fini(&got);
+    rs_client_result_fini(&refused);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_cli_greedy_from_bos_prints_published_text),
     RS_TEST(test_concurrent_clients_get_their_solo_output),
@@ -523,6 +612,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_postprocd_killed_mid_stream_each_delta_once),
     RS_TEST(test_postprocd_crash_after_delta_sent_delivers_once),
     RS_TEST(test_postprocd_crash_after_final_sent_delivers_once),
+    RS_TEST(test_tcp_with_curve_serves_allowed_key_only),
 };
 
 RS_TEST_MAIN(cases)
