@@ -30,6 +30,7 @@
 
 #define MODEL "stories260K.gguf"
 #define CTX 1024
+#define MODEL_TEXT RS_SOURCE_DIR "/README.md" /* real English text for prompts */
 
 /* What one request delivered, checked as it arrives. */
 struct rec {
@@ -602,6 +603,44 @@ static int test_tcp_with_curve_serves_allowed_key_only(void)
     return 0;
 }
 
+/* bench_loadgen's short version: it starts its own instance; only completion is checked. */
+static int test_loadgen_short_runs_complete(void)
+{
+    char model[512], bin[600], out[400], line[4096];
+    if (rs_test_refdata(MODEL, model, sizeof(model)) == NULL)
+        return RS_TEST_SKIP;
+    snprintf(bin, sizeof(bin), "%s/bench_loadgen", rs_test_bindir());
+    snprintf(out, sizeof(out), "%s/loadgen.out", rs_test_tmpdir());
+    const char *closed[] = {bin, "--start", "--model", model, "--threads", "1", "--clients", "4",
+                            "--requests", "12", "--prompt-len", "8:40", "--output-len", "4:24",
+                            "--json", NULL};
+    const char *poisson[] = {bin, "--start", "--model", model, "--threads", "1", "--clients",
+                             "3", "--requests", "10", "--rate", "200", "--text", MODEL_TEXT,
+                             "--json", NULL};
+    const char *const *runs[] = {closed, poisson};
+    for (int r = 0; r < 2; r++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            dup2(fd, 1);
+            execv(bin, (char *const *)runs[r]);
+            _exit(127);
+        }
+        int st, found = 0;
+        waitpid(pid, &st, 0);
+        FILE *f = fopen(out, "r");
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+            found |= strncmp(line, "{\"requests\":", 12) == 0 &&
+                     strstr(line, r == 0 ? "{\"requests\":12,\"failed\":0,"
+                                         : "{\"requests\":10,\"failed\":0,") != NULL;
+        if (f != NULL)
+            fclose(f);
+        RS_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0 && found, "run %d: status 0x%x", r,
+                     st);
+    }
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_cli_greedy_from_bos_prints_published_text),
     RS_TEST(test_concurrent_clients_get_their_solo_output),
@@ -613,6 +652,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_postprocd_crash_after_delta_sent_delivers_once),
     RS_TEST(test_postprocd_crash_after_final_sent_delivers_once),
     RS_TEST(test_tcp_with_curve_serves_allowed_key_only),
+    RS_TEST(test_loadgen_short_runs_complete),
 };
 
 RS_TEST_MAIN(cases)
