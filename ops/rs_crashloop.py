@@ -123,8 +123,12 @@ class Escalator:
         if self.args.hang_timeout <= 0:
             return
         stat = os.path.join(self.args.bin, "ringserve-stat")
-        r = subprocess.run([stat, "--instance", self.args.instance, "--json", "--requests", "0"],
-                           capture_output=True, text=True)
+        try:
+            r = subprocess.run([stat, "--instance", self.args.instance, "--json", "--requests",
+                                "0"], capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            log("ringserve-stat did not answer within 10 s; hang check skipped")
+            return
         if r.returncode != 0:
             return  # not running (yet): nothing to watch
         for st in json.loads(r.stdout)["stages"]:
@@ -205,8 +209,8 @@ def serve(esc):
         body = stdin.read(int(hdr.get("len", "0")))
         try:
             esc.on_event(hdr.get("eventname", ""), parse_header(body.decode("utf-8", "replace")))
-        except (OSError, xmlrpc.client.Error) as e:
-            log(f"handling {hdr.get('eventname')}: {e}")
+        except Exception as e:  # one bad event must not take the listener (and its history) down
+            log(f"handling {hdr.get('eventname')}: {type(e).__name__}: {e}")
         stdout.write(b"RESULT 2\nOK")
         stdout.flush()
 
