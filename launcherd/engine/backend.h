@@ -5,8 +5,8 @@
  * and block-table validation) and a backend that owns weights placement, the
  * KV memory and the forward pass. A backend is picked once at load; each slot
  * is called at most once per step, never per token or element. The CPU
- * backend (cpu_backend.c) fills rs_backend_cpu; a CUDA backend
- * (launcherd/cuda/, later) fills its own table with the same contract.
+ * backend (cpu_backend.c) fills rs_backend_cpu; the CUDA backend
+ * (launcherd/cuda/) fills rs_backend_cuda with the same contract.
  * Leaves out: multi-device (tensor parallel) plumbing, which lives inside a
  * backend's state.
  */
@@ -19,6 +19,7 @@
 #include "common/err.h"
 #include "launcherd/engine/llama.h"
 #include "launcherd/engine/model.h"
+#include "launcherd/engine/sampler.h"
 
 struct rs_backend_ops {
     const char *name; /* "cpu", "cuda": what rs_model_opts.backend selects */
@@ -62,9 +63,28 @@ struct rs_backend_ops {
 
     /* Optional: one line naming the variant and threads, e.g. "cpu avx2 2 threads". */
     const char *(*describe)(const void *state);
+
+    /*
+     * Optional (NULL: the caller samples on the host from `logits`): samples
+     * the next token of n sequences of the last step where the logits are
+     * (the device), as rs_sampler_sample would from the same logits with no
+     * token history: out[i] for sequence seq[i] (which asked for logits)
+     * with params[i] at output index steps[i]. Returns RS_OK,
+     * RS_EUNSUPPORTED with nothing done when some params need what the
+     * backend's sampler lacks (CUDA: penalties, top-k, top-p; the caller
+     * then samples those on the host), RS_EINVAL (bad params or sequence,
+     * no finite logit), RS_EDEVICE. The step thread, after step.
+     */
+    rs_err (*sample)(void *state, const uint32_t *seq, const struct rs_sampling_params *params,
+                     const uint64_t *steps, uint32_t n, struct rs_sample_result *out);
 };
 
 /* The CPU backend's table (cpu_backend.c). */
 extern const struct rs_backend_ops rs_backend_cpu;
+
+#ifdef RS_HAVE_CUDA
+/* The CUDA backend's table (launcherd/cuda/), in builds where nvcc was found. */
+extern const struct rs_backend_ops rs_backend_cuda;
+#endif
 
 #endif

@@ -36,7 +36,14 @@ struct rs_kvcache {
     uint32_t block_size;
 };
 
-static const struct rs_backend_ops *const backends[] = {&rs_backend_cpu};
+/* "auto" tries the last entry first and falls back to the CPU (load_backend). */
+static const struct rs_backend_ops *const backends[] = {
+    &rs_backend_cpu,
+#ifdef RS_HAVE_CUDA
+    &rs_backend_cuda,
+#endif
+};
+#define N_BACKENDS (sizeof(backends) / sizeof(backends[0]))
 
 void rs_model_opts_default(struct rs_model_opts *o)
 {
@@ -71,6 +78,8 @@ static rs_err resolve_opts(const struct rs_model_opts *in, struct rs_model_opts 
     for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
         if (strcmp(backends[i]->name, want) == 0)
             *ops = backends[i];
+    if (strcmp(want, "auto") == 0)
+        *ops = backends[N_BACKENDS - 1];
     const char *bad = NULL;
     if (*ops == NULL)
         bad = "unknown backend";
@@ -90,6 +99,26 @@ static rs_err resolve_opts(const struct rs_model_opts *in, struct rs_model_opts 
     if (o->max_batch_tokens == 0)
         o->max_batch_tokens = RS_MODEL_DEFAULT_MAX_TOKENS;
     return RS_OK;
+}
+
+/*
+ * Loads the chosen backend. With "auto", a first choice other than the CPU
+ * that cannot load (no device, unsupported weights, ...) falls back to the
+ * CPU; either way one log line says which backend was chosen.
+ */
+static rs_err load_backend(rs_model *m)
+{
+    int is_auto = m->opts.backend != NULL && strcmp(m->opts.backend, "auto") == 0;
+    rs_err rc = m->ops->load(&m->desc, &m->opts, &m->state);
+    if (is_auto && rc != RS_OK && m->ops != &rs_backend_cpu) {
+        rs_log_info("model: backend auto: %s cannot run this model here (%s); falling back",
+                    m->ops->name, rs_strerror(rc));
+        m->ops = &rs_backend_cpu;
+        rc = m->ops->load(&m->desc, &m->opts, &m->state);
+    }
+    if (is_auto && rc == RS_OK)
+        rs_log_info("model: backend auto chose %s", m->ops->name);
+    return rc;
 }
 
 rs_err rs_model_load(const char *path, const struct rs_model_opts *opts, rs_model **out,
@@ -112,7 +141,7 @@ rs_err rs_model_load(const char *path, const struct rs_model_opts *opts, rs_mode
         rs_log_error("model: %s", err);
     if (rc == RS_OK)
         rc = llama_desc_load(m->gguf, &m->desc, err, err_len);
-    if (rc == RS_OK && (rc = m->ops->load(&m->desc, &m->opts, &m->state)) != RS_OK)
+    if (rc == RS_OK && (rc = load_backend(m)) != RS_OK)
         snprintf(err, err_len, "backend %s failed to load the model: %s", m->ops->name,
                  rs_strerror(rc));
     if (rc != RS_OK) {
@@ -325,4 +354,17 @@ const float *rs_model_logits(rs_model *m, uint32_t seq)
     if (m->ops->sync != NULL && m->ops->sync(m->state) != RS_OK)
         return NULL;
     return m->ops->logits(m->state, seq);
+}
+
+rs_err rs_model_sample(rs_model *m, const uint32_t *seq, const struct rs_sampling_params *params,
+                       const uint64_t *steps, uint32_t n, struct rs_sample_result *out)
+{
+    if (m->ops->sample == NULL)
+        return RS_EUNSUPPORTED;
+    for (uint32_t i = 0; i < n; i++)
+        if (seq[i] >= m->n_seqs_last) {
+            rs_log_error("sample: sequence %u, the last step had %u", seq[i], m->n_seqs_last);
+            return RS_EINVAL;
+        }
+    return m->ops->sample(m->state, seq, params, steps, n, out);
 }

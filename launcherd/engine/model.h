@@ -43,7 +43,8 @@ struct rs_model_hparams {
 #define RS_MODEL_DEFAULT_MAX_TOKENS 4096 /* rows per step unless set */
 
 struct rs_model_opts {
-    const char *backend;        /* NULL or "cpu" */
+    const char *backend;        /* NULL or "cpu"; "cuda" (builds with nvcc); "auto": cuda when it
+                                   loads (a device, supported weights), else cpu */
     int n_threads;              /* 0: the CPUs this process may run on */
     int isa;                    /* RS_MODEL_ISA_* */
     uint32_t max_batch_tokens;  /* most tokens in one step; 0: RS_MODEL_DEFAULT_MAX_TOKENS */
@@ -133,5 +134,20 @@ rs_err rs_model_step(rs_model *m, rs_kvcache *kv, const struct rs_model_seq *seq
  * array), or NULL when it did not ask for them. Borrowed until the next step.
  */
 const float *rs_model_logits(rs_model *m, uint32_t seq);
+
+/*
+ * Samples the next token of n sequences of the last step on the backend's
+ * device, where the logits are (CUDA: no copy of the logits to the host):
+ * out[i] for sequence seq[i] with params[i] at output index steps[i], the
+ * same result rs_sampler_sample gives from rs_model_logits(m, seq[i]) with
+ * no token history. RS_EUNSUPPORTED (nothing done) when the backend has no
+ * device sampler (CPU) or some params need penalties, top-k or top-p: then
+ * sample on the host. RS_EINVAL for bad params or a sequence without logits.
+ * The step thread.
+ */
+struct rs_sampling_params;
+struct rs_sample_result;
+rs_err rs_model_sample(rs_model *m, const uint32_t *seq, const struct rs_sampling_params *params,
+                       const uint64_t *steps, uint32_t n, struct rs_sample_result *out);
 
 #endif

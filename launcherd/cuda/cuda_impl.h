@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal to the CUDA backend (launcherd/cuda/): the backend state, the
+ * error-check macro, and the C entry points of the kernels (each .cu file
+ * launches its own kernels on the given stream and returns the launch
+ * status). Host files are C11 (gcc/clang); .cu files are CUDA C++ that
+ * export these functions with C linkage. Shapes follow the CPU backend
+ * (cpu_forward.h): rows are batch tokens, matrices are `rows` outputs of
+ * `cols` inputs in ggml order, the paged KV cache has the CPU layout.
+ */
+#ifndef RS_CUDA_IMPL_H
+#define RS_CUDA_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "common/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Logs the failing call with file:line and the CUDA error text; evaluates to RS_EDEVICE. */
+rs_err cu_fail(const char *file, int line, const char *what, cudaError_t e);
+
+#define RS_CUDA_CHECK(call)                                                                \
+    do {                                                                                   \
+        cudaError_t rs_cuda_e_ = (call);                                                   \
+        if (rs_cuda_e_ != cudaSuccess)                                                     \
+            return cu_fail(__FILE__, __LINE__, #call, rs_cuda_e_);                         \
+    } while (0)
+
+/* Weight types the kernels read (the ggml codes, as enum rs_ggml_type). */
+#define CU_T_F32 0
+#define CU_T_F16 1
+#define CU_T_Q8_0 8
+#define CU_T_BF16 30
+
+/* A weight matrix in device memory: rows outputs of cols inputs, row_bytes apart. */
+struct cu_mat {
+    const void *data;
+    int type; /* CU_T_* */
+    uint32_t rows, cols;
+    size_t row_bytes;
+};
+
+/* Per-step geometry the attention and KV kernels read (device pointers). */
+struct cu_rows {
+    const int32_t *tok;      /* (rows) token ids */
+    const uint32_t *pos;     /* (rows) positions */
+    const uint32_t *seq;     /* (rows) sequence index */
+    const uint32_t *tab_off; /* (n_seqs) offset of each sequence's table in tables */
+    const uint32_t *tables;  /* packed block tables */
+    const uint32_t *want;    /* (n_want) row whose logits are wanted */
+    uint32_t n_rows, n_want;
+};
+
+/* Paged KV geometry of one layer (device pointers, CPU layout). */
+struct cu_kv_layer {
+    float *k, *v;
+    size_t block_stride; /* floats per block: n_kv_heads * block_size * head_dim */
+    uint32_t block_size, head_dim, n_kv_heads;
+};
+
+/* --- kernels (k_*.cu); each returns cudaGetLastError() of its launch ------------------ */
+
+/* x[r] = row tok[r] of the embedding matrix, widened to F32 (dim = e->cols). */
+cudaError_t cu_embed(const struct cu_mat *e, const struct cu_rows *r, float *x, cudaStream_t s);
+
+/* out[r] = w * x[r] / sqrt(mean(x[r]^2) + eps); src row of output r is rows[r] when rows != NULL. */
+cudaError_t cu_rmsnorm(const float *x, const float *w, uint32_t n_rows, uint32_t dim, float eps,
+                       const uint32_t *rows, float *out, cudaStream_t s);
+
+/* RoPE on q (n_heads) and k (n_kv_heads) of every row, llama.cpp "normal" pairs. */
+cudaError_t cu_rope(float *q, float *k, const struct cu_rows *r, uint32_t n_heads,
+                    uint32_t n_kv_heads, uint32_t head_dim, uint32_t rope_dim, float base,
+                    float pos_scale, const float *freq_factors, cudaStream_t s);
+
+/* Writes each row's k and v (n_kv_heads * head_dim) into its cache slot. */
+cudaError_t cu_kv_store(const float *k, const float *v, const struct cu_rows *r,
+                        const struct cu_kv_layer *kv, cudaStream_t s);
+
+/* Causal paged attention: out[r, head h] over positions 0..pos[r] of the row's sequence. */
+cudaError_t cu_attention(const float *q, const struct cu_rows *r, const struct cu_kv_layer *kv,
+                         uint32_t n_heads, float scale, float *out, cudaStream_t s);
+
+/* g[i] = silu(g[i]) * u[i] over n values. */
+cudaError_t cu_swiglu(float *g, const float *u, size_t n, cudaStream_t s);
+
+/* dst = src rounded to F16 (to_bf16 0) or BF16 (1), n values. */
+cudaError_t cu_to_half(const float *src, void *dst, size_t n, int to_bf16, cudaStream_t s);
+
+/* Q8_0 matrix -> F32 (rows x cols), for the cuBLAS path of large batches. */
+cudaError_t cu_q8_0_to_f32(const struct cu_mat *w, float *dst, cudaStream_t s);
+
+/*
+ * y[m * ldy + n] (+)= dot(row n of w, x + m * ldx) for m < n_rows, all n:
+ * one warp per output feature, F32 activations, a fixed reduction order that
+ * depends only on cols (batch invariant). Rows are processed 8 at a time.
+ */
+cudaError_t cu_gemm_rows(const struct cu_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                         float *y, size_t ldy, int accumulate, cudaStream_t s);
+
+/* --- sampling (k_sample.cu) ------------------------------------------------------------ */
+
+/* One row's request to the device sampler. */
+struct cu_sample_req {
+    uint32_t logit_row;  /* row of the logits matrix */
+    float temperature;   /* < 1e-5: greedy */
+    float min_p;
+    uint64_t seed, step;
+    int32_t n_logprobs;  /* 0..20 */
+};
+
+/* One row's answer (the layout of rs_sample_result's first fields, plus ok). */
+struct cu_sample_out {
+    int32_t token;       /* -1: no finite logit */
+    float logprob;
+    int32_t n_top;
+    int32_t top_ids[20];
+    float top_logprobs[20];
+};
+
+/*
+ * Samples n rows of logits (n_vocab floats each, device) as the CPU sampler
+ * does without penalties, top-k or top-p: same NaN/inf rules, same e^x
+ * polynomial and summation order, same (seed, step) hash, so the same
+ * logits give the same token and logprobs. w: scratch of n * n_vocab floats;
+ * bsum: n * (n_vocab / 256 + 1) doubles. req and out are device arrays.
+ */
+cudaError_t cu_sample(const float *logits, uint32_t n_vocab, const struct cu_sample_req *req,
+                      uint32_t n, float *w, double *bsum, struct cu_sample_out *out,
+                      cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
