@@ -78,6 +78,7 @@ static int on_door(struct sched *s, const struct rs_wire_door *d)
 static int serve(struct rs_pipe *p, struct rs_pipe_doors *doors, struct sched *s)
 {
     struct rs_wire_door door;
+    int wait_ms = 0; /* the first pass works at once: a restart may find a batch to plan */
     while (!rs_daemon_should_stop()) {
         rs_role_heartbeat(p->role);
         rs_daemon_watchdog();
@@ -86,7 +87,8 @@ static int serve(struct rs_pipe *p, struct rs_pipe_doors *doors, struct sched *s
             return 1;
         }
         int rescan = 0, n = 0;
-        rs_err rc = rs_pipe_door_recv(doors, &door, TICK_MS);
+        rs_err rc = rs_pipe_door_recv(doors, &door, wait_ms);
+        wait_ms = TICK_MS;
         while (rc == RS_OK && n++ < DRAIN_MAX) {
             rescan |= on_door(s, &door);
             rc = rs_pipe_door_recv(doors, &door, 0);

@@ -127,9 +127,8 @@ static int plan_running(struct sched *s, uint32_t *budget, int decodes)
     return chunks;
 }
 
-uint32_t plan_prefix_match(struct sched *s, uint32_t idx, const int32_t *tok, uint32_t len)
+uint32_t plan_prefix_match(struct sched *s, const int32_t *tok, uint32_t len)
 {
-    (void)idx;
     uint32_t bs = s->cfg.block_size;
     if (!s->cfg.prefix_caching || len == 0)
         return 0;
@@ -223,7 +222,7 @@ static int admit(struct sched *s, uint32_t idx, uint32_t *budget)
                                                             RS_WIRE_INTERNAL));
         return rc == RS_ESTALE && s->fenced ? RS_ESTALE : 1;
     }
-    uint32_t n_hit = plan_prefix_match(s, idx, s->tokbuf, len), hit_tok = n_hit * bs;
+    uint32_t n_hit = plan_prefix_match(s, s->tokbuf, len), hit_tok = n_hit * bs;
     uint32_t chunk = min_u32(len - hit_tok, *budget);
     uint32_t n_blocks = (hit_tok + chunk + bs - 1) / bs, need = n_blocks - n_hit;
     if (kv_block_available(&s->kv) < need + idle_hits(s, n_hit))

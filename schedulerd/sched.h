@@ -210,12 +210,15 @@ void sched_ring(struct sched *s, enum rs_pipe_stage to, enum rs_wire_door_kind k
 
 /* queue.c: the waiting heap and the running list, ordered by (prio, handle) --------------- */
 
+/* Adds waiting request idx / takes it out (no-op if absent): O(log n). */
 void waitq_push(struct sched *s, uint32_t idx);
 void waitq_remove(struct sched *s, uint32_t idx);
+/* The first waiting request in (prio, handle) order, SCHED_NONE when empty. */
 static inline uint32_t waitq_top(const struct sched *s)
 {
     return s->n_heap ? s->heap[0] : SCHED_NONE;
 }
+/* Adds running request idx in order / takes it out (no-op if absent): O(n) moves. */
 void runq_insert(struct sched *s, uint32_t idx);
 /* Position of idx in the running list, or where it would go (O(log n)). */
 uint32_t runq_find(const struct sched *s, uint32_t idx);
@@ -283,11 +286,11 @@ rs_err req_reset_all(struct sched *s, uint32_t inc);
 int plan_step(struct sched *s);
 
 /*
- * The longest cached prefix of request idx's list: full blocks whose tokens
+ * The longest cached prefix of the list tok[0..len): full blocks whose tokens
  * all lie below len - 1 (the last token is always computed: its logits are
  * needed). Fills s->blkbuf[0..n) and s->hashbuf, returns n.
  */
-uint32_t plan_prefix_match(struct sched *s, uint32_t idx, const int32_t *tok, uint32_t len);
+uint32_t plan_prefix_match(struct sched *s, const int32_t *tok, uint32_t len);
 
 /* batch.c: writes and commits the planned batch -------------------------------------------- */
 
