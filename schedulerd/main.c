@@ -24,22 +24,31 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: schedulerd --model PATH [pipeline options]\n\n"
+    fprintf(f, "usage: schedulerd --model PATH [pipeline options] [--group NAME]\n\n"
                "Plans iteration-level batches (chunked prefill mixed with decodes) over a\n"
                "paged KV block pool with prefix caching and recompute preemption.\n\n%s"
+               "  --group NAME             runtime directory group, as the frontends' --group\n"
                "  --help                   this text\n",
                rs_pipe_options_help());
 }
 
 /* 0 ok, 1 --help printed, 2 bad arguments (reported). */
 static int parse_args(int argc, char **argv, struct rs_pipe_config *cfg, char *rundir,
-                      size_t rundir_len)
+                      size_t rundir_len, char *group, size_t group_len)
 {
     char err[512];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 1;
+        }
+        if (strcmp(argv[i], "--group") == 0) {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0' || strlen(argv[i + 1]) >= group_len) {
+                fprintf(stderr, "schedulerd: option --group needs a group name\n");
+                return 2;
+            }
+            snprintf(group, group_len, "%s", argv[++i]);
+            continue;
         }
         int r = rs_pipe_parse_option(cfg, rundir, rundir_len, argc, argv, &i, err, sizeof(err));
         if (r < 0) {
@@ -106,9 +115,9 @@ int main(int argc, char **argv)
     if (rs_daemon_init("schedulerd") != RS_OK)
         return 1;
     struct rs_pipe_config cfg;
-    char rundir[RS_RUNDIR_PATH_MAX + 1] = "", err[512];
+    char rundir[RS_RUNDIR_PATH_MAX + 1] = "", err[512], group[64] = "";
     rs_pipe_config_default(&cfg);
-    int a = parse_args(argc, argv, &cfg, rundir, sizeof(rundir));
+    int a = parse_args(argc, argv, &cfg, rundir, sizeof(rundir), group, sizeof(group));
     if (a != 0)
         return a == 1 ? 0 : 2;
     if (rundir[0] == '\0')
@@ -124,7 +133,7 @@ int main(int argc, char **argv)
     memset(&doors, 0, sizeof(doors));
     struct sched *s = NULL;
     int status = 1;
-    if (zctx == NULL || rs_rundir_prepare(rundir, NULL) != RS_OK ||
+    if (zctx == NULL || rs_rundir_prepare(rundir, group[0] ? group : NULL) != RS_OK ||
         rs_pipe_doors_open(&doors, zctx, rundir, RS_PIPE_STAGE_SCHEDULERD) != RS_OK) {
         rs_log_error("cannot set up the doorbell sockets in %s", rundir);
     } else if ((rc = sched_create(p, &doors, &s)) != RS_OK) {
