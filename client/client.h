@@ -197,6 +197,7 @@ bool rs_client_connected(const rs_client *c);
 /* The routing id (borrowed; *len bytes). */
 const uint8_t *rs_client_routing_id(const rs_client *c, size_t *len);
 
+/* Copies the counters into *out. Owner thread. */
 void rs_client_stats(const rs_client *c, struct rs_client_stats *out);
 
 /* What rs_client_generate_sync collects. Free with rs_client_result_fini. */
