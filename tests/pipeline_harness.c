@@ -213,6 +213,8 @@ int rs_harness_signal(struct rs_harness *h, enum rs_pipe_stage s, int sig)
     if (h->pid[s] <= 0)
         return 0;
     kill(h->pid[s], sig);
+    if (sig == SIGTERM)
+        kill(h->pid[s], SIGCONT); /* a stopped daemon must run to see its SIGTERM */
     if (sig != SIGKILL && sig != SIGTERM)
         return 0;
     int code = rs_harness_wait_exit(h, s, 10000);
@@ -285,8 +287,10 @@ static void remove_dir(const char *dir, int keep_logs)
 void rs_harness_stop(struct rs_harness *h, int keep_logs)
 {
     for (int s = 0; s < RS_PIPE_N_STAGES; s++)
-        if (h->pid[s] > 0)
+        if (h->pid[s] > 0) {
             kill(h->pid[s], SIGTERM);
+            kill(h->pid[s], SIGCONT);
+        }
     for (int s = 0; s < RS_PIPE_N_STAGES; s++)
         rs_harness_signal(h, (enum rs_pipe_stage)s, SIGTERM);
     rs_pipe_close(&h->view);
