@@ -49,8 +49,11 @@ rs_err rs_pipe_doors_open(struct rs_pipe_doors *d, void *zctx, const char *rundi
     char ep[RS_ZSOCK_ENDPOINT_MAX];
     rs_err rc;
     if (rs_pipe_door_has_inbox(self)) {
+        struct rs_zsock_cfg cfg;
+        rs_zsock_cfg_default(RS_ZSOCK_PULL, &cfg);
+        cfg.take_over = 1; /* the caller fenced its predecessor (rs_pipe_open) before this */
         if ((rc = endpoint(rundir, self, ep, sizeof(ep))) != RS_OK ||
-            (rc = rs_zsock_create(zctx, RS_ZSOCK_PULL, ep, NULL, &d->inbox)) != RS_OK)
+            (rc = rs_zsock_create(zctx, RS_ZSOCK_PULL, ep, &cfg, &d->inbox)) != RS_OK)
             goto fail;
     }
     for (int s = 0; s < RS_PIPE_N_STAGES; s++) {

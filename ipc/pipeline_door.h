@@ -33,7 +33,9 @@ int rs_pipe_door_has_inbox(enum rs_pipe_stage stage);
 
 /*
  * Binds self's inbox (if it has one) and connects to the others' under
- * rundir (which must exist: rs_rundir_prepare). Returns RS_OK or what
+ * rundir (which must exist: rs_rundir_prepare). Call after rs_pipe_open: the
+ * bind takes the path over from an older incarnation that still holds it
+ * (a SIGSTOPped stage), which the fence has already made harmless. Returns RS_OK or what
  * rs_zsock_create returned (logged). The calling thread owns the sockets.
  */
 rs_err rs_pipe_doors_open(struct rs_pipe_doors *d, void *zctx, const char *rundir,

@@ -135,7 +135,10 @@ rs_err rs_pipe_front_open(struct rs_pipe_front *f, void *zctx, const char *rundi
         snprintf(err, err_len, "runtime directory %s: socket path for %s too long", rundir, file);
         return rc;
     }
-    rc = rs_zsock_create(zctx, RS_ZSOCK_ROUTER, ep, NULL, &f->ipc);
+    struct rs_zsock_cfg cfg;
+    rs_zsock_cfg_default(RS_ZSOCK_ROUTER, &cfg);
+    cfg.take_over = 1; /* the stage fenced its predecessor before binding (rs_pipe_open) */
+    rc = rs_zsock_create(zctx, RS_ZSOCK_ROUTER, ep, &cfg, &f->ipc);
     if (rc != RS_OK) {
         snprintf(err, err_len, "cannot bind %s: %s%s", ep, rs_strerror(rc),
                  rc == RS_EEXIST ? " (another instance is serving there)" : "");

@@ -181,8 +181,12 @@ static rs_err check_policy(enum rs_zsock_role role, const char *ep, const struct
     return RS_OK;
 }
 
-/* RS_EEXIST when a process is accepting connections on the ipc path (a stale file is fine). */
-static rs_err ipc_in_use(const char *path)
+/*
+ * RS_EEXIST when a process is accepting connections on the ipc path (a stale
+ * file is fine); with take_over, a warning and RS_OK (libzmq then replaces
+ * the path, and the old listener gets no new connections).
+ */
+static rs_err ipc_in_use(const char *path, int take_over)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strcmp(path, "*") == 0)
@@ -193,6 +197,11 @@ static rs_err ipc_in_use(const char *path)
         return RS_OK; /* let the bind report the problem */
     int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
     close(fd);
+    if (rc == 0 && take_over) {
+        rs_log_warn("zsock: ipc://%s is held by an older incarnation (stopped?): taking it over",
+                    path);
+        return RS_OK;
+    }
     if (rc == 0) {
         rs_log_error("zsock: ipc://%s is in use by a running process; refusing to take it over",
                      path);
@@ -206,7 +215,7 @@ static rs_err attach(struct rs_zsock *z, const char *ep, const struct rs_zsock_c
 {
     bool bind = z->role == RS_ZSOCK_ROUTER || z->role == RS_ZSOCK_PULL;
     bool ipc = strncmp(ep, "ipc://", 6) == 0;
-    if (bind && ipc && ipc_in_use(ep + 6) != RS_OK)
+    if (bind && ipc && ipc_in_use(ep + 6, c->take_over) != RS_OK)
         return RS_EEXIST;
     if ((bind ? zmq_bind(z->s, ep) : zmq_connect(z->s, ep)) != 0) {
         rs_log_error("zsock %s: %s %s: %s", role_name(z->role), bind ? "bind" : "connect", ep,

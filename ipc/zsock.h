@@ -47,6 +47,9 @@ struct rs_zsock_cfg {
     const char *curve_server_public;   /* DEALER with CURVE: the server's public key, z85 */
     rs_zauth *zauth;                   /* ROUTER with CURVE: the running ZAP handler */
     unsigned ipc_mode;                 /* bound ipc:// socket file mode (e.g. 0660) */
+    int take_over;                     /* bind over a live ipc:// listener (warned): for a
+                                          stage that has just fenced the previous incarnation,
+                                          which may be SIGSTOPped but still holds the path */
 };
 
 /* Received-side identity of a client (a ROUTER message's first frame). */
