@@ -108,11 +108,12 @@ static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N
  * shm_open'ed it and not yet sized it or written its header. Attaching then fails as if the
  * segment were malformed; it is only young (four daemons started at once hit this window).
  */
-static int segment_unformatted(const char *name)
+static int segment_unformatted(const char *name, int *absent)
 {
     char path[320];
     snprintf(path, sizeof(path), "/dev/shm%s", name);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    *absent = fd < 0 && errno == ENOENT;
     if (fd < 0)
         return 0;
     struct stat st;
@@ -129,11 +130,15 @@ static rs_err attach_or_create(const char *name, const struct rs_shm_region_spec
                                rs_shm **shm, char *err, size_t err_len)
 {
     for (int attempt = 0; attempt < 500; attempt++) {
-        if (segment_unformatted(name)) {
+        int absent;
+        if (segment_unformatted(name, &absent)) {
             usleep(10000);
             continue;
         }
-        rs_err rc = rs_shm_attach(name, specs, N_REGIONS, 0, err, err_len, shm);
+        /* Skipping the attach when there is nothing to attach keeps the log free of a
+         * refusal that is the normal first start. */
+        rs_err rc = absent ? RS_ENOENT
+                           : rs_shm_attach(name, specs, N_REGIONS, 0, err, err_len, shm);
         if (rc == RS_OK)
             return RS_OK;
         if (rc == RS_ESTALE) {
@@ -155,7 +160,7 @@ static rs_err attach_or_create(const char *name, const struct rs_shm_region_spec
                          rs_strerror(rc));
                 return rc;
             }
-        } else if (rc != RS_EAGAIN && !(rc == RS_EMISMATCH && segment_unformatted(name))) {
+        } else if (rc != RS_EAGAIN && !(rc == RS_EMISMATCH && segment_unformatted(name, &absent))) {
             return rc;
         }
         usleep(10000);
