@@ -8,7 +8,9 @@
  * device memory). Each mode runs cold (the file's pages dropped from the
  * page cache first with fsync + POSIX_FADV_DONTNEED) and warm (cached).
  * Usage: bench_load FILE [--reps N] [--mode cold|warm|both] [--depth D] [--chunk-kib K]
- * The span is the GGUF tensor data section when FILE is a GGUF, else the whole file.
+ *                  [--max-mib M]
+ * The span is the GGUF tensor data section when FILE is a GGUF, else the whole file;
+ * --max-mib keeps its first M MiB (for quick runs on very large files).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -252,7 +254,7 @@ int main(int argc, char **argv)
     o.progress = 0;
     if (argc < 2 || find_span(argv[1], &s) != 0) {
         fprintf(stderr, "usage: bench_load FILE [--reps N] [--mode cold|warm|both] [--depth D] "
-                        "[--chunk-kib K]\n");
+                        "[--chunk-kib K] [--max-mib M]\n");
         return 2;
     }
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -264,6 +266,9 @@ int main(int argc, char **argv)
             o.depth = (unsigned)atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--chunk-kib") == 0)
             o.chunk = (size_t)atoi(argv[i + 1]) * 1024;
+        else if (strcmp(argv[i], "--max-mib") == 0 && atoll(argv[i + 1]) > 0 &&
+                 (uint64_t)atoll(argv[i + 1]) << 20 < s.len)
+            s.len = (uint64_t)atoll(argv[i + 1]) << 20;
     }
     if (reps < 1 || o.depth < RS_LOAD_MIN_DEPTH || o.depth > 4096 || o.chunk % 4096 != 0) {
         fprintf(stderr, "bench_load: reps >= 1, depth 16..4096, chunk a multiple of 4 KiB\n");
