@@ -429,6 +429,8 @@ rs_err rs_place_setup(const char *stage, enum rs_place_role role, const struct r
     }
     rs_place_describe(*out, line, sizeof(line));
     rs_log_info("%s: topology: %s", stage, line);
+    if (gpu_node == RS_PLACE_GPU_AUTO)
+        gpu_node = rs_place_gpu_node(*out);
     if ((rc = rs_place_plan(*out, role, o, gpu_node, plan, err, err_len)) != RS_OK)
         return rc;
     if ((rc = rs_place_apply(*out, plan)) != RS_OK) {

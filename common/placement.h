@@ -124,9 +124,13 @@ rs_err rs_place_pin_thread(rs_place *p, const struct rs_place_plan *plan, unsign
 rs_err rs_place_bind_memory(rs_place *p, const struct rs_place_plan *plan, void *addr,
                             size_t len);
 
+/* gpu_node for rs_place_setup: the node of the first NVIDIA GPU hwloc sees (-1 when none). */
+#define RS_PLACE_GPU_AUTO (-2)
+
 /*
  * What a daemon's main calls once, before it starts threads: loads the
- * topology, logs it as `stage`, plans for role (gpu_node as above),
+ * topology, logs it as `stage`, plans for role (gpu_node as above, or
+ * RS_PLACE_GPU_AUTO, which every stage can pass to agree on the plan),
  * applies the plan and logs it. *out keeps the topology for
  * rs_place_bind_memory (destroy it at exit). A flag that names CPUs or a
  * node that does not exist is RS_EINVAL (err); a refused binding is logged

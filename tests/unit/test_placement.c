@@ -274,7 +274,8 @@ static int test_setup_refuses_a_missing_node(void)
     RS_CHECK_MSG(strstr(err, "--numa 4000"), "%s", err);
     rs_place_destroy(&p);
     rs_place_opts_default(&o);
-    RS_CHECK(rs_place_setup("test", RS_PLACE_OTHER, &o, -1, &p, &pl, err, sizeof(err)) == RS_OK);
+    RS_CHECK(rs_place_setup("test", RS_PLACE_OTHER, &o, RS_PLACE_GPU_AUTO, &p, &pl, err,
+                            sizeof(err)) == RS_OK);
     RS_CHECK(pl.n_cpus >= 1);
     rs_place_destroy(&p);
     return 0;
