@@ -149,7 +149,11 @@ rs_err rs_arena_read(const rs_arena *a, struct rs_table_ref ref, uint32_t from, 
 /*
  * Frees record `ref` (in state `from`) in `table` and returns its chunks:
  * the chunk list is copied first, the record freed, then each chunk
- * unlinked by CAS. A crash in between leaves chunks the audit frees.
+ * unlinked by CAS. A crash in between leaves chunks the audit frees. Only
+ * this arena's list is returned: another list of the same record (another
+ * arena, rs_arena_open_sized) is left to that arena's audit, which frees it
+ * if it was sealed (a tail still RESERVED by a live writer stays until that
+ * writer frees it or dies).
  */
 rs_err rs_arena_free_record(rs_arena *a, rs_table *table, struct rs_table_ref ref,
                             uint32_t from);
