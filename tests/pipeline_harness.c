@@ -300,6 +300,139 @@ void rs_harness_stop(struct rs_harness *h, int keep_logs)
         rs_pipe_unlink(h->instance);
     if (h->rundir[0] != '\0')
         remove_dir(h->rundir, 0);
+    const char *keep = getenv("RS_HARNESS_KEEP_LOGS");
+    if (keep != NULL && keep[0] != '\0' && strcmp(keep, "0") != 0)
+        keep_logs = 1;
+    if (keep_logs && h->dir[0] != '\0')
+        fprintf(stderr, "harness: daemon logs kept in %s\n", h->dir);
     if (h->dir[0] != '\0' && h->o.tmpdir == NULL)
         remove_dir(h->dir, keep_logs);
+}
+
+/* --- supervision by the test itself, and the audit -------------------------------------- */
+
+rs_err rs_harness_role(struct rs_harness *h, enum rs_pipe_stage s, struct rs_role_info *out)
+{
+    struct rs_pipe *v = view_of(h);
+    int role = v != NULL ? rs_role_find(v->shm, stage_bin[s]) : -1;
+    if (role < 0)
+        return RS_EAGAIN;
+    return rs_role_info_at(v->shm, (uint32_t)role, out);
+}
+
+uint64_t rs_harness_ready_ns(struct rs_harness *h, enum rs_pipe_stage s)
+{
+    struct rs_role_info info;
+    if (h->pid[s] <= 0 || rs_harness_role(h, s, &info) != RS_OK)
+        return 0;
+    return info.pid == (uint32_t)h->pid[s] && info.phase == RS_ROLE_READY ? info.ready_ns : 0;
+}
+
+pid_t rs_harness_forget(struct rs_harness *h, enum rs_pipe_stage s)
+{
+    pid_t pid = h->pid[s];
+    h->pid[s] = 0;
+    return pid;
+}
+
+static int audit_finding(uint64_t n, const char *what)
+{
+    if (n == 0)
+        return 0;
+    fprintf(stderr, "audit: %llu %s\n", (unsigned long long)n, what);
+    return 1;
+}
+
+/* Table: busy records, and claims of incarnations that are no longer current. */
+static void audit_table(struct rs_pipe *v, struct rs_harness_audit *a)
+{
+    struct rs_table_stats st;
+    if (rs_table_check(v->requests, &st) != RS_OK)
+        a->checks_failed++;
+    a->records_busy = st.n_records - st.n_state[RS_TABLE_FREE];
+    for (uint32_t i = 0; i < st.n_records; i++) {
+        uint32_t state, gen, owner;
+        rs_table_peek(v->requests, i, &state, &gen, &owner);
+        if (state == RS_TABLE_CLAIMED && rs_role_inc_status(v->shm, owner) != RS_INC_CURRENT)
+            a->stale_owners++;
+    }
+}
+
+/* Rings: slots not FREE, and slots mid-operation whose owner is not current (I4). */
+static void audit_ring(struct rs_pipe *v, rs_ring *r, struct rs_harness_audit *a)
+{
+    struct rs_ring_stats st;
+    if (rs_ring_check(r, &st) != RS_OK)
+        a->checks_failed++;
+    a->ring_busy += st.n_slots - st.n_state[RS_RING_FREE];
+    uint64_t mid = st.n_state[RS_RING_WRITING] + st.n_state[RS_RING_READING] +
+                   st.n_state[RS_RING_IN_FLIGHT];
+    for (uint32_t i = 0; i < st.n_owners && i < 8 && mid > 0; i++)
+        if (rs_role_inc_status(v->shm, st.owner[i]) != RS_INC_CURRENT)
+            a->stale_owners += st.owner_slots[i];
+}
+
+/* KV rows unused and schedulerd's gauges adding up to the pool. */
+static void audit_kv(struct rs_pipe *v, struct rs_harness_audit *a)
+{
+    for (uint32_t s = 0; s < v->cfg.max_seqs; s++) {
+        struct rs_pipe_kvrow *row = rs_pipe_kvrow_at(v, s);
+        if (atomic_load(&row->owner) != 0 || atomic_load(&row->n_blocks) != 0)
+            a->kv_rows_held++;
+    }
+    _Atomic uint64_t *c = v->metrics->stage[RS_PIPE_STAGE_SCHEDULERD].counter;
+    a->kv_blocks_used = atomic_load(&c[RS_M_SCH_KV_USED]);
+    a->kv_gauge_mismatch = a->kv_blocks_used + atomic_load(&c[RS_M_SCH_KV_FREE]) +
+                                   atomic_load(&c[RS_M_SCH_KV_CACHED]) !=
+                           v->cfg.n_kv_blocks;
+}
+
+/* Each stage READY in the process the harness runs, and the role invariants. */
+static void audit_roles(struct rs_harness *h, struct rs_pipe *v, struct rs_harness_audit *a)
+{
+    if (rs_role_check(v->shm) != RS_OK)
+        a->checks_failed++;
+    for (int s = 0; s < RS_PIPE_N_STAGES; s++) {
+        struct rs_role_info info;
+        if (rs_harness_role(h, (enum rs_pipe_stage)s, &info) != RS_OK || h->pid[s] <= 0 ||
+            info.pid != (uint32_t)h->pid[s] || info.phase != RS_ROLE_READY || !info.alive) {
+            fprintf(stderr, "audit: role %s: pid %u phase %d alive %d (harness runs %d)\n",
+                    stage_bin[s], info.pid, (int)info.phase, info.alive, (int)h->pid[s]);
+            a->roles_bad++;
+        }
+    }
+}
+
+int rs_harness_audit(struct rs_harness *h, struct rs_harness_audit *a)
+{
+    memset(a, 0, sizeof(*a));
+    struct rs_pipe *v = view_of(h);
+    if (v == NULL) {
+        fprintf(stderr, "audit: the segment cannot be inspected\n");
+        return 1;
+    }
+    struct rs_arena_stats st;
+    audit_table(v, a);
+    if (rs_arena_check(v->tokens, &st) != RS_OK)
+        a->checks_failed++;
+    a->chunks_reserved = st.n_reserved;
+    a->chunks_linked = st.n_linked;
+    if (rs_arena_check(v->logprobs, &st) != RS_OK)
+        a->checks_failed++;
+    a->lp_chunks_busy = st.n_reserved + st.n_linked;
+    audit_ring(v, v->batches, a);
+    audit_ring(v, v->results, a);
+    audit_kv(v, a);
+    audit_roles(h, v, a);
+    return audit_finding(a->records_busy, "request records not FREE") +
+           audit_finding(a->chunks_reserved, "token arena chunks RESERVED") +
+           audit_finding(a->chunks_linked, "token arena chunks LINKED") +
+           audit_finding(a->lp_chunks_busy, "logprob arena chunks not FREE") +
+           audit_finding(a->ring_busy, "ring slots not FREE") +
+           audit_finding(a->kv_rows_held, "KV table rows held") +
+           audit_finding(a->kv_blocks_used, "KV blocks used (gauge)") +
+           audit_finding(a->kv_gauge_mismatch, "KV gauge sums differing from the pool") +
+           audit_finding(a->stale_owners, "things held by fenced incarnations") +
+           audit_finding(a->roles_bad, "stages not READY in their process") +
+           audit_finding(a->checks_failed, "failed invariant checks");
 }

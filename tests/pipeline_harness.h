@@ -86,9 +86,60 @@ void rs_harness_dump_logs(const struct rs_harness *h, enum rs_pipe_stage s);
 
 /*
  * SIGTERMs every daemon still running, reaps them, removes the segment, the
- * rundir and (when the harness made it) the log directory unless keep_logs.
- * Safe on a zeroed or partly started harness.
+ * rundir and (when the harness made it) the log directory unless keep_logs
+ * or env RS_HARNESS_KEEP_LOGS=1 (the kept directory is printed). Safe on a
+ * zeroed or partly started harness.
  */
 void rs_harness_stop(struct rs_harness *h, int keep_logs);
+
+/* --- for crash tests that supervise the daemons themselves (tests/crash/pipeline_chaos.h) --- */
+
+struct rs_role_info;
+
+/*
+ * Stage s's record in the segment's role table (incarnation, phase, pid,
+ * started_ns and ready_ns on CLOCK_MONOTONIC, which rs_clock_ns also reads).
+ * RS_OK; RS_EAGAIN while the segment does not exist yet. Main thread.
+ */
+rs_err rs_harness_role(struct rs_harness *h, enum rs_pipe_stage s, struct rs_role_info *out);
+
+/*
+ * CLOCK_MONOTONIC ns at which stage s's current process (h->pid[s]) marked
+ * its role READY; 0 while it has not (or the role names another process).
+ */
+uint64_t rs_harness_ready_ns(struct rs_harness *h, enum rs_pipe_stage s);
+
+/*
+ * Stops tracking stage s's process without signalling it, so a replacement
+ * can be started while it is, e.g., SIGSTOPped (the fencing tests). Returns
+ * its pid (0 if none); the caller now owns it: signal and reap it.
+ */
+pid_t rs_harness_forget(struct rs_harness *h, enum rs_pipe_stage s);
+
+/* What rs_harness_audit found; every count is 0 for a clean, idle instance. */
+struct rs_harness_audit {
+    uint64_t records_busy;       /* request records not FREE (linger included: audit after it) */
+    uint64_t chunks_reserved;    /* token arena chunks RESERVED */
+    uint64_t chunks_linked;      /* token arena chunks LINKED (to any record) */
+    uint64_t lp_chunks_busy;     /* logprob arena chunks not FREE */
+    uint64_t ring_busy;          /* batch and result ring slots not FREE */
+    uint64_t kv_rows_held;       /* KV table rows with an owner or blocks */
+    uint64_t kv_blocks_used;     /* schedulerd's kv_blocks_used gauge */
+    uint64_t kv_gauge_mismatch;  /* used + free + cached != --kv-blocks (0 or 1) */
+    uint64_t stale_owners;       /* records, slots held by an incarnation that is not current */
+    uint64_t roles_bad;          /* stages whose role is not READY in the process we started */
+    uint64_t checks_failed;      /* rs_{table,arena,ring,role}_check calls that failed */
+};
+
+/*
+ * Audits the segment of an idle instance (no request in flight, linger
+ * over): the request table all FREE, no arena chunk RESERVED or LINKED, both
+ * rings empty, every KV row unused and the KV gauges adding up, the four
+ * roles READY in the processes this harness runs, nothing owned by a
+ * fenced incarnation, and the ipc invariant checks (rs_table_check,
+ * rs_arena_check, rs_ring_check, rs_role_check). Fills *a, prints every
+ * finding to stderr, returns the number of findings (0 = clean). Main thread.
+ */
+int rs_harness_audit(struct rs_harness *h, struct rs_harness_audit *a);
 
 #endif
