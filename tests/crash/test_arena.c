@@ -169,10 +169,10 @@ static int writer_exited(const rs_shm *shm)
     return rs_role_info_at(shm, 0, &ri) == RS_OK && ri.phase == RS_ROLE_EXITED;
 }
 
-static int reaper(const char *name)
+static int reaper(const char *name, const char *fp)
 {
     struct proc p;
-    int rc = join(name, "reaper", NULL, &p);
+    int rc = join(name, "reaper", fp, &p);
     for (unsigned loop = 0; rc == OK; loop++) {
         uint32_t cursor = 0, st, live = 0;
         struct rs_table_ref r;
@@ -210,7 +210,7 @@ static pid_t spawn(struct storm *s, int is_writer, const char *fp)
     fflush(stdout), fflush(stderr);
     pid_t pid = fork();
     if (pid == 0)
-        _exit(is_writer ? writer(s->name, fp) : reaper(s->name));
+        _exit(is_writer ? writer(s->name, fp) : reaper(s->name, fp));
     return pid;
 }
 
@@ -360,9 +360,41 @@ static int test_stopped_writer_replaced_then_resumed_is_refused(void)
     return 0;
 }
 
+/* Kills a start-up at `fp` (an audit step) and expects it to die there. */
+static int die_in_audit(struct storm *s, int is_writer, const char *fp)
+{
+    int code = wait_code(spawn(s, is_writer, fp), 30);
+    s->kills++;
+    if (code != 128 + SIGKILL)
+        fprintf(stderr, "%s %s: ended with %d, not at the failpoint\n",
+                is_writer ? "writer" : "reaper", fp, code);
+    return code != 128 + SIGKILL;
+}
+
+static int test_killed_during_the_audit_twice(void)
+{
+    static const char *debris[] = {"arena.append.written:25", "arena.append.after_publish:25",
+                                   "table.claim.after_cas:7"};
+    static const char *audit[] = {"arena.recover.chunk:1", "arena.recover.chunk:3",
+                                  "table.recover.record:1"};
+    for (size_t i = 0; i < 3; i++) {
+        struct storm s;
+        RS_CHECK(storm_create(&s, "audit") == 0);
+        /* A writer dies mid-operation, leaving debris; two starts die inside the audit. */
+        int rc = die_in_audit(&s, 1, debris[i]) || die_in_audit(&s, 1, audit[i]) ||
+                 die_in_audit(&s, 0, "arena.recover.chunk:2");
+        if (rc == 0)
+            rc = storm_finish(&s);
+        storm_destroy(&s);
+        RS_CHECK_MSG(rc == 0, "debris %s, audit death %s", debris[i], audit[i]);
+    }
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_kill_storm_writer_and_reaper),
     RS_TEST(test_stopped_writer_replaced_then_resumed_is_refused),
+    RS_TEST(test_killed_during_the_audit_twice),
 };
 
 RS_TEST_MAIN(cases)
