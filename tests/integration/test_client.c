@@ -324,11 +324,11 @@ static int test_tokenizerd_killed_before_ack_runs_request_once(void)
     if (rc != 0)
         return rc;
     greedy(&g, "", 64, false);
-    RS_CHECK(reference(&h, &g, &ref) == 0);
     rs_client *c = client_of(&h);
-    RS_CHECK(c != NULL && rs_client_wait(c, 0) == RS_OK);
-    while (!rs_client_connected(c))
-        rs_client_poll(c, 10);
+    /* The reference on this client: its connection to tokenizerd is up (a stopped
+     * tokenizerd could not finish the handshake, and nothing would be sent at all). */
+    RS_CHECK(c != NULL && rs_client_generate_sync(c, &g, 0, NULL, NULL, &ref) == RS_OK);
+    RS_CHECK(ref.status == RS_CLIENT_OK && ref.n_tokens > 0);
     uint64_t before = handles_issued(&h);
     /* Stopped, it cannot read the generate; killed, the message dies with it. */
     rs_harness_signal(&h, RS_PIPE_STAGE_TOKENIZERD, SIGSTOP);
