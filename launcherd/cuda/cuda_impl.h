@@ -110,8 +110,19 @@ struct cu_sample_req {
     uint32_t logit_row;  /* row of the logits matrix */
     float temperature;   /* < 1e-5: greedy */
     float min_p;
+    float top_p;         /* 1 = off */
+    int32_t top_k;       /* 0 = off */
     uint64_t seed, step;
     int32_t n_logprobs;  /* 0..20 */
+};
+
+/* Per-row scratch of the device sampler (device memory, n rows each). */
+struct cu_sample_scratch {
+    float *w;      /* n_vocab: e^x weights */
+    float *ls;     /* n_vocab: sanitized logits */
+    int32_t *v;    /* n_vocab: candidate ids */
+    double *bsum;  /* n_vocab / 256 + 1: partial sums */
+    double *mass;  /* 1024: top-p buckets */
 };
 
 /* One row's answer (the layout of rs_sample_result's first fields, plus ok). */
@@ -125,13 +136,13 @@ struct cu_sample_out {
 
 /*
  * Samples n rows of logits (n_vocab floats each, device) as the CPU sampler
- * does without penalties, top-k or top-p: same NaN/inf rules, same e^x
- * polynomial and summation order, same (seed, step) hash, so the same
- * logits give the same token and logprobs. w: scratch of n * n_vocab floats;
- * bsum: n * (n_vocab / 256 + 1) doubles. req and out are device arrays.
+ * does without penalties: same NaN/inf rules, same e^x polynomial and
+ * summation order, same selections (k_select.cuh) and (seed, step) hash, so
+ * the same logits give the same token and logprobs. scr: scratch for n
+ * rows (device); req and out are device arrays.
  */
 cudaError_t cu_sample(const float *logits, uint32_t n_vocab, const struct cu_sample_req *req,
-                      uint32_t n, float *w, double *bsum, struct cu_sample_out *out,
+                      uint32_t n, const struct cu_sample_scratch *scr, struct cu_sample_out *out,
                       cudaStream_t s);
 
 #ifdef __cplusplus

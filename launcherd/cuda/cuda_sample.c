@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Host side of device sampling: decides whether the device sampler covers
- * a batch of requests (greedy, or temperature with min-p, with or without
- * logprobs; no penalties, top-k or top-p, which need the token history or
- * a sort), sends one request record per row, runs k_sample.cu on the
+ * a batch of requests (everything but the penalties, which need each
+ * request's token history), sends one request record per row, runs k_sample.cu on the
  * logits still in device memory and copies back only the results (a few
  * hundred bytes per row instead of the n_vocab logits). The draw uses the
  * CPU sampler's counter-based u = SplitMix64(seed, step), so CPU and GPU
@@ -14,24 +13,25 @@
 #include "common/log.h"
 #include "launcherd/cuda/cuda_state.h"
 
-/* 1 when the device sampler does exactly what rs_sampler_sample would for p. */
-static int covered(const struct rs_sampling_params *p, uint32_t n_vocab)
+/* 1 when the device sampler does exactly what rs_sampler_sample would for p (no history). */
+static int covered(const struct rs_sampling_params *p)
 {
-    return (p->top_k == 0 || (uint32_t)p->top_k >= n_vocab) && p->top_p >= 1.0f &&
-           p->repetition_penalty == 1.0f && p->presence_penalty == 0.0f &&
+    return p->repetition_penalty == 1.0f && p->presence_penalty == 0.0f &&
            p->frequency_penalty == 0.0f;
 }
 
 void cu_sample_free(struct cu_state *s)
 {
-    cudaFree(s->sw);
-    cudaFree(s->sb);
+    cudaFree(s->scr.w);
+    cudaFree(s->scr.ls);
+    cudaFree(s->scr.v);
+    cudaFree(s->scr.bsum);
+    cudaFree(s->scr.mass);
+    memset(&s->scr, 0, sizeof(s->scr));
     cudaFree(s->sreq);
     cudaFree(s->sout);
     cudaFreeHost(s->h_sreq);
     cudaFreeHost(s->h_sout);
-    s->sw = NULL;
-    s->sb = NULL;
     s->sreq = s->h_sreq = NULL;
     s->sout = s->h_sout = NULL;
     s->cap_sample = 0;
@@ -43,8 +43,11 @@ static rs_err ensure(struct cu_state *s, uint32_t n)
         return RS_OK;
     cu_sample_free(s);
     size_t v = s->hp.n_vocab;
-    RS_CUDA_CHECK(cudaMalloc((void **)&s->sw, (size_t)n * v * sizeof(float)));
-    RS_CUDA_CHECK(cudaMalloc((void **)&s->sb, (size_t)n * (v / 256 + 1) * sizeof(double)));
+    RS_CUDA_CHECK(cudaMalloc((void **)&s->scr.w, (size_t)n * v * sizeof(float)));
+    RS_CUDA_CHECK(cudaMalloc((void **)&s->scr.ls, (size_t)n * v * sizeof(float)));
+    RS_CUDA_CHECK(cudaMalloc((void **)&s->scr.v, (size_t)n * v * sizeof(int32_t)));
+    RS_CUDA_CHECK(cudaMalloc((void **)&s->scr.bsum, (size_t)n * (v / 256 + 1) * sizeof(double)));
+    RS_CUDA_CHECK(cudaMalloc((void **)&s->scr.mass, (size_t)n * 1024 * sizeof(double)));
     RS_CUDA_CHECK(cudaMalloc((void **)&s->sreq, (size_t)n * sizeof(*s->sreq)));
     RS_CUDA_CHECK(cudaMalloc((void **)&s->sout, (size_t)n * sizeof(*s->sout)));
     RS_CUDA_CHECK(cudaHostAlloc((void **)&s->h_sreq, (size_t)n * sizeof(*s->sreq), 0));
@@ -68,11 +71,12 @@ static rs_err fill(struct cu_state *s, const uint32_t *seq,
             rs_log_error("cuda sample: sequence %u of the last step has no logits", seq[i]);
             return RS_EINVAL;
         }
-        if (!covered(p, s->hp.n_vocab))
+        if (!covered(p))
             return RS_EUNSUPPORTED;
         s->h_sreq[i] = (struct cu_sample_req){.logit_row = (uint32_t)s->seq_logit[seq[i]],
                                               .temperature = p->temperature,
-                                              .min_p = p->min_p, .seed = p->seed,
+                                              .min_p = p->min_p, .top_p = p->top_p,
+                                              .top_k = p->top_k, .seed = p->seed,
                                               .step = steps[i], .n_logprobs = p->n_logprobs};
     }
     return RS_OK;
@@ -91,8 +95,7 @@ rs_err cu_sample_rows(struct cu_state *s, const uint32_t *seq,
         return rc;
     RS_CUDA_CHECK(cudaMemcpyAsync(s->sreq, s->h_sreq, (size_t)n * sizeof(*s->sreq),
                                   cudaMemcpyHostToDevice, s->stream));
-    RS_CUDA_CHECK(cu_sample(s->logits, s->hp.n_vocab, s->sreq, n, s->sw, s->sb, s->sout,
-                            s->stream));
+    RS_CUDA_CHECK(cu_sample(s->logits, s->hp.n_vocab, s->sreq, n, &s->scr, s->sout, s->stream));
     RS_CUDA_CHECK(cudaMemcpyAsync(s->h_sout, s->sout, (size_t)n * sizeof(*s->sout),
                                   cudaMemcpyDeviceToHost, s->stream));
     RS_CUDA_CHECK(cudaStreamSynchronize(s->stream));

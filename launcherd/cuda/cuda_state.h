@@ -75,8 +75,7 @@ struct cu_state {
     int h_logits_valid;
 
     /* device sampling */
-    float *sw;
-    double *sb;
+    struct cu_sample_scratch scr;
     struct cu_sample_req *sreq, *h_sreq;
     struct cu_sample_out *sout, *h_sout;
     uint32_t cap_sample;

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The sampler on the GPU, one thread block per request row, for the cases
- * without penalties, top-k or top-p (the host sampler does those): greedy,
- * temperature with min-p, raw logprobs and the top-N alternatives. It
- * repeats the CPU sampler's arithmetic (launcherd/engine/sampler.c) step
- * for step, so the same logits give the same token and the same logprobs:
+ * The sampler on the GPU, one thread block per request row, for requests
+ * without penalties (the host sampler does those, as they need the token
+ * history): greedy, temperature, top-k, top-p, min-p, raw logprobs and the
+ * top-N alternatives. It repeats the CPU sampler's arithmetic
+ * (launcherd/engine/sampler.c) step for step, so the same logits give the
+ * same token and the same logprobs: the whole-vocab passes run on all the
+ * block's threads, the selections that fix the candidates' order on one
+ * (k_select.cuh);
  * NaN -> -inf and +inf -> FLT_MAX; ties to the lower id; Cephes' e^x
  * polynomial with every operation rounded as written (no FMA contraction);
  * sums in blocks of 256 values, eight float lanes each, then double, then
@@ -16,6 +19,7 @@
 #include <math.h>
 
 #include "launcherd/cuda/k_common.cuh"
+#include "launcherd/cuda/k_select.cuh"
 
 #define S_THREADS 256
 #define S_BLOCK 256 /* values per partial sum, as sampler.c's BLOCK */
@@ -140,67 +144,110 @@ __device__ int32_t best_after(const float *l, uint32_t n, float pv, int32_t pi, 
     return r;
 }
 
-/* w = exp_nonpos((l - max) * scale) over the row, then min-p when asked. */
+/* w = exp_nonpos((l - max) * scale) over the sanitized row, then min-p when asked. */
 __device__ void exp_row(const float *l, float *w, uint32_t n, float max, float scale, float min_p)
 {
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = exp_nonpos(__fmul_rn(__fsub_rn(san(l[i]), max), scale));
+        float v = exp_nonpos(__fmul_rn(__fsub_rn(l[i], max), scale));
         w[i] = min_p > 0.0f && !(v >= min_p) ? 0.0f : v;
     }
     __syncthreads();
 }
 
+/* sample_tempered on the sanitized logits ls; the caller's w holds raw e^x weights. */
+__device__ int32_t tempered(const struct cu_sample_req &q, const float *ls, uint32_t n, float max,
+                            float *w, int32_t *v, double *bsum, double *mass, double *total,
+                            int32_t *tok_sh)
+{
+    const float inv_t = __fdiv_rn(1.0f, q.temperature);
+    const double u = uniform01(q.seed, q.step);
+    if (q.top_k > 0 && (uint32_t)q.top_k < n) {
+        if (threadIdx.x == 0) {
+            size_t k = (size_t)q.top_k;
+            sel_top_ids(v, n, k, ls);
+            double z = 0.0;
+            for (size_t i = 0; i < k; i++) {
+                float wi = exp_nonpos(__fmul_rn(__fsub_rn(ls[v[i]], max), inv_t));
+                w[v[i]] = wi;
+                z += (double)wi;
+            }
+            if (q.top_p < 1.0f)
+                k = sel_select_mass(v, k, ls, w, (double)q.top_p * z);
+            *tok_sh = sel_draw_set(v, k, w, q.min_p, u);
+        }
+        __syncthreads();
+        return *tok_sh;
+    }
+    if (q.top_p < 1.0f) {
+        exp_row(ls, w, n, max, inv_t, 0.0f);
+        double z = block_sums(w, n, bsum, total);
+        if (threadIdx.x == 0) {
+            size_t k = sel_nucleus_all(mass, v, ls, w, n, q.top_p, z);
+            *tok_sh = sel_draw_set(v, k, w, q.min_p, u);
+        }
+        __syncthreads();
+        return *tok_sh;
+    }
+    exp_row(ls, w, n, max, inv_t, q.min_p);
+    double r = u * block_sums(w, n, bsum, total);
+    if (threadIdx.x == 0)
+        *tok_sh = scan_draw(w, n, bsum, r);
+    __syncthreads();
+    return *tok_sh;
+}
+
 __global__ void sample_k(const float *logits, uint32_t n, const struct cu_sample_req *reqs,
-                         float *wbuf, double *bbuf, struct cu_sample_out *outs)
+                         struct cu_sample_scratch scr, struct cu_sample_out *outs)
 {
     __shared__ float sv[S_THREADS];
     __shared__ int32_t si[S_THREADS];
     __shared__ double total;
     __shared__ int32_t tok_sh;
     const struct cu_sample_req q = reqs[blockIdx.x];
-    const float *l = logits + (size_t)q.logit_row * n;
-    float *w = wbuf + (size_t)blockIdx.x * n;
-    double *bsum = bbuf + (size_t)blockIdx.x * (n / S_BLOCK + 1);
+    const float *raw = logits + (size_t)q.logit_row * n;
+    size_t off = (size_t)blockIdx.x * n;
+    float *w = scr.w + off, *ls = scr.ls + off;
+    int32_t *v = scr.v + off;
+    double *bsum = scr.bsum + (size_t)blockIdx.x * (n / S_BLOCK + 1);
+    double *mass = scr.mass + (size_t)blockIdx.x * SEL_NUC_BUCKETS;
     struct cu_sample_out *o = &outs[blockIdx.x];
-    int32_t best = best_after(l, n, 0.0f, -1, sv, si);
-    float raw_max = san(l[best]);
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) /* sanitize_max's in-place fix */
+        ls[i] = san(raw[i]);
+    __syncthreads();
+    int32_t best = best_after(ls, n, 0.0f, -1, sv, si);
+    float raw_max = ls[best];
     if (raw_max == -INFINITY) {
         if (threadIdx.x == 0)
             o->token = -1, o->n_top = 0;
         return;
     }
-    exp_row(l, w, n, raw_max, 1.0f, 0.0f);
+    exp_row(ls, w, n, raw_max, 1.0f, 0.0f);
     const double lse = (double)raw_max + log(block_sums(w, n, bsum, &total));
     int32_t prev = -1, n_top = q.n_logprobs < (int32_t)n ? q.n_logprobs : (int32_t)n;
     for (int32_t k = 0; k < n_top; k++) {
-        prev = k == 0 ? best : best_after(l, n, san(l[prev]), prev, sv, si);
+        prev = k == 0 ? best : best_after(ls, n, ls[prev], prev, sv, si);
         if (threadIdx.x == 0) {
             o->top_ids[k] = prev;
-            o->top_logprobs[k] = (float)((double)san(l[prev]) - lse);
+            o->top_logprobs[k] = (float)((double)ls[prev] - lse);
         }
     }
     int32_t tok = best;
-    if (!(q.temperature < GREEDY_BELOW)) {
-        exp_row(l, w, n, raw_max, __fdiv_rn(1.0f, q.temperature), q.min_p);
-        double r = uniform01(q.seed, q.step) * block_sums(w, n, bsum, &total);
-        if (threadIdx.x == 0)
-            tok_sh = scan_draw(w, n, bsum, r);
-        __syncthreads();
-        tok = tok_sh;
-    }
+    if (!(q.temperature < GREEDY_BELOW))
+        tok = tempered(q, ls, n, raw_max, w, v, bsum, mass, &total, &tok_sh);
     if (threadIdx.x == 0) {
         o->token = tok;
-        o->logprob = (float)((double)san(l[tok]) - lse);
+        o->logprob = (float)((double)ls[tok] - lse);
         o->n_top = n_top;
     }
 }
 
 extern "C" cudaError_t cu_sample(const float *logits, uint32_t n_vocab,
-                                 const struct cu_sample_req *req, uint32_t n, float *w,
-                                 double *bsum, struct cu_sample_out *out, cudaStream_t s)
+                                 const struct cu_sample_req *req, uint32_t n,
+                                 const struct cu_sample_scratch *scr, struct cu_sample_out *out,
+                                 cudaStream_t s)
 {
     if (n == 0)
         return cudaSuccess;
-    sample_k<<<n, S_THREADS, 0, s>>>(logits, n_vocab, req, w, bsum, out);
+    sample_k<<<n, S_THREADS, 0, s>>>(logits, n_vocab, req, *scr, out);
     return cudaGetLastError();
 }

@@ -71,8 +71,8 @@ struct rs_backend_ops {
      * token history: out[i] for sequence seq[i] (which asked for logits)
      * with params[i] at output index steps[i]. Returns RS_OK,
      * RS_EUNSUPPORTED with nothing done when some params need what the
-     * backend's sampler lacks (CUDA: penalties, top-k, top-p; the caller
-     * then samples those on the host), RS_EINVAL (bad params or sequence,
+     * backend's sampler lacks (CUDA: the penalties, which need the token
+     * history; the caller then samples on the host), RS_EINVAL (bad params or sequence,
      * no finite logit), RS_EDEVICE. The step thread, after step.
      */
     rs_err (*sample)(void *state, const uint32_t *seq, const struct rs_sampling_params *params,

@@ -141,7 +141,7 @@ const float *rs_model_logits(rs_model *m, uint32_t seq);
  * out[i] for sequence seq[i] with params[i] at output index steps[i], the
  * same result rs_sampler_sample gives from rs_model_logits(m, seq[i]) with
  * no token history. RS_EUNSUPPORTED (nothing done) when the backend has no
- * device sampler (CPU) or some params need penalties, top-k or top-p: then
+ * device sampler (CPU) or some params need penalties (the history): then
  * sample on the host. RS_EINVAL for bad params or a sequence without logits.
  * The step thread.
  */

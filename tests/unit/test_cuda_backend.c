@@ -10,7 +10,7 @@
  * and Q8_0 models, within the tolerances below, printed each time; greedy
  * stories260K ids equal to the published ones with device sampling; the
  * device sampler equal to the CPU sampler on the same logits (tokens, top
- * ids, logprobs); deterministic mode bitwise batch invariant; decode graphs
+ * ids, logprobs; greedy, temperature, top-k, top-p, min-p); deterministic mode bitwise batch invariant; decode graphs
  * bitwise equal to eager steps; tokens read from a cudaHostRegister'd
  * shared-memory segment, registered again after a re-attach.
  */
@@ -455,17 +455,23 @@ static int sampler_on(const char *path)
     RS_CHECK(compare_sampler(m, 4, &p, 0) == 0);
     p.n_logprobs = 20;
     RS_CHECK(compare_sampler(m, 4, &p, 0) == 0);
-    for (uint64_t seed = 1; seed <= 25; seed++) {
+    /* Every mix of temperature, top-k (heap and quickselect sizes), top-p and min-p. */
+    static const int32_t ks[] = {0, 1, 5, 40, 300, 5000};
+    static const float ps[] = {1.0f, 0.95f, 0.5f, 0.1f};
+    for (uint64_t seed = 1; seed <= 48; seed++) {
         p.seed = seed;
         p.temperature = seed % 3 == 0 ? 0.7f : seed % 3 == 1 ? 1.0f : 1.6f;
         p.min_p = seed % 5 == 0 ? 0.05f : 0.0f;
         p.n_logprobs = (int32_t)(seed % 6);
+        p.top_k = ks[seed % 6];
+        p.top_p = ps[(seed / 6) % 4];
         RS_CHECK(compare_sampler(m, 4, &p, seed * 1000) == 0);
     }
     struct rs_sample_result r;
     uint32_t seq = 0;
     uint64_t step = 0;
-    p.top_k = 40; /* the host does top-k */
+    rs_sampling_params_default(&p);
+    p.repetition_penalty = 1.1f; /* penalties need the history: the host does them */
     RS_CHECK(rs_model_sample(m, &seq, &p, &step, 1, &r) == RS_EUNSUPPORTED);
     rs_sampling_params_default(&p);
     p.temperature = -1.0f;
