@@ -84,6 +84,15 @@ static void pin(int which)
 
 static int g_spin_only; /* two CPUs: the sides never need each other's CPU */
 
+static inline void cpu_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    atomic_signal_fence(memory_order_seq_cst); /* keep the loop; no portable pause hint */
+#endif
+}
+
 /*
  * Waiting for the other side. Polling the slot the other side is writing
  * steals that cache line on every poll (measured: 0.3 M handoffs/s with a
@@ -98,7 +107,7 @@ static void backoff(unsigned *wait)
         return;
     }
     for (unsigned i = 0; i < *wait; i++)
-        __builtin_ia32_pause();
+        cpu_pause();
     *wait = *wait == 0 ? 1 : *wait < 128 ? *wait * 2 : 128;
 }
 
