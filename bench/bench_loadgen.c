@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -360,6 +361,12 @@ static void report(const struct lg *g, const struct figures *f)
     printf("-------------Server side (from finals)-------------\n");
     printf("%-40s %.2f\n", "Mean queue time (ms):", f->srv_queue_ms);
     printf("%-40s %.2f\n", "Mean server TTFT (ms):", f->srv_ttft_ms);
+    struct rusage ru; /* this process only: the clients' cost, not the daemons' */
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+                 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    printf("%-40s %.2f (%.1f%% of one core over the run)\n", "Load generator CPU (s):", cpu,
+           secs > 0 ? 100.0 * cpu / secs : 0);
     printf("==================================================\n");
     if (!g->a.json)
         return;
