@@ -50,8 +50,8 @@ static void fill(uint16_t *dst, uint64_t n, uint64_t salt, int bf16, int nt)
     pthread_t th[256];
     struct gen g[256];
     for (int t = 0; t < nt; t++) {
-        g[t] = (struct gen){dst, n * (uint64_t)t / (uint64_t)nt, n * (uint64_t)(t + 1) / (uint64_t)nt,
-                            salt << 40, bf16};
+        g[t] = (struct gen){dst, n * (uint64_t)t / (uint64_t)nt,
+                            n * (uint64_t)(t + 1) / (uint64_t)nt, salt << 40, bf16};
         pthread_create(&th[t], NULL, gen_thread, &g[t]);
     }
     for (int t = 0; t < nt; t++)
@@ -73,8 +73,7 @@ static int read_shape(const rs_gguf *g, struct shape *s)
     int64_t k = rs_gguf_find_key(g, "tokenizer.ggml.tokens");
     enum rs_gguf_type et;
     uint64_t n = 0;
-    ok = ok && k >= 0 &&
-         rs_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n) == RS_OK && n > 0;
+    ok = ok && k >= 0 && rs_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n) == RS_OK && n > 0;
     s->vocab = (uint32_t)n;
     return ok && s->heads > 0 && s->dim % s->heads == 0 ? 0 : -1;
 }
@@ -111,10 +110,10 @@ static int add_all(struct out *o, const struct shape *s)
     uint64_t d = s->dim, kvd = (uint64_t)s->kv_heads * (s->dim / s->heads);
     int rc = add(o, "token_embd.weight", d, s->vocab, 1) | add(o, "output_norm.weight", d, 1, 0) |
              add(o, "output.weight", d, s->vocab, 1);
-    static const char *const names[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                                        "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    static const char *const names[] = {"attn_norm", "attn_q",   "attn_k", "attn_v",  "attn_output",
+                                        "ffn_norm",  "ffn_gate", "ffn_up", "ffn_down"};
     for (uint32_t l = 0; l < s->layers && rc == 0; l++) {
-        uint64_t shp[9][2] = {{d, 1}, {d, d}, {d, kvd}, {d, kvd}, {d, d},
+        uint64_t shp[9][2] = {{d, 1}, {d, d},      {d, kvd},    {d, kvd},   {d, d},
                               {d, 1}, {d, s->ffn}, {d, s->ffn}, {s->ffn, d}};
         for (int i = 0; i < 9 && rc == 0; i++) {
             snprintf(name, sizeof(name), "blk.%u.%s.weight", l, names[i]);
@@ -144,9 +143,11 @@ int main(int argc, char **argv)
     struct shape s;
     if (meta == NULL || path == NULL || rs_gguf_open(meta, &g, err, sizeof(err)) != RS_OK ||
         read_shape(g, &s) != 0) {
-        fprintf(stderr, "usage: bench_bigmodel --vocab-from META.gguf -o OUT.gguf [--type "
-                        "bf16|f16] [--threads N]\n  (META: ringserve-mkmodel --vocab-only with "
-                        "the shape; %s)\n", meta ? "unreadable or not a llama GGUF" : "missing");
+        fprintf(stderr,
+                "usage: bench_bigmodel --vocab-from META.gguf -o OUT.gguf [--type "
+                "bf16|f16] [--threads N]\n  (META: ringserve-mkmodel --vocab-only with "
+                "the shape; %s)\n",
+                meta ? "unreadable or not a llama GGUF" : "missing");
         return 2;
     }
     uint64_t t0 = rs_clock_ns();
@@ -157,8 +158,9 @@ int main(int argc, char **argv)
     uint64_t t1 = rs_clock_ns();
     rc = rc || rs_gguf_writer_write(o.w, path) != RS_OK;
     if (rc == 0)
-        fprintf(stderr, "bench_bigmodel: %s: %.2f GB (%s, dim %u, %u layers, ffn %u, vocab %u): "
-                        "generated in %.1f s with %d threads, written in %.1f s\n",
+        fprintf(stderr,
+                "bench_bigmodel: %s: %.2f GB (%s, dim %u, %u layers, ffn %u, vocab %u): "
+                "generated in %.1f s with %d threads, written in %.1f s\n",
                 path, (double)o.bytes / 1e9, o.bf16 ? "bf16" : "f16", s.dim, s.layers, s.ffn,
                 s.vocab, (double)(t1 - t0) / 1e9, o.nt, (double)(rs_clock_ns() - t1) / 1e9);
     else

@@ -98,7 +98,7 @@ static int prefill_all(struct run *r, uint32_t b, uint32_t prompt, uint32_t max_
     for (uint32_t i0 = 0; i0 < b && rc == 0; i0 += per) {
         uint32_t n = b - i0 < per ? b - i0 : per;
         for (uint32_t i = 0; i < n; i++)
-            s[i] = (struct rs_model_seq){r->toks + (size_t)(i0 + i) * r->ctx, prompt, 0,
+            s[i] = (struct rs_model_seq){r->toks + (size_t)(i0 + i) * r->ctx,    prompt,  0,
                                          r->tables + (size_t)(i0 + i) * r->nbps, r->nbps, 1};
         rc = rs_model_step(r->m, r->kv, s, n) != RS_OK;
     }
@@ -182,9 +182,8 @@ static double peak_bf16(cublasHandle_t h)
     for (int r = 0; r < 6; r++) {
         cudaDeviceSynchronize();
         double t0 = now_s();
-        cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b,
-                     CUDA_R_16BF, n, &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT);
+        cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF,
+                     n, &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         cudaDeviceSynchronize();
         double tf = 2.0 * n * (double)n * n / (now_s() - t0) / 1e12;
         best = r > 0 && tf > best ? tf : best;
@@ -201,8 +200,8 @@ static double peak_bf16(cublasHandle_t h)
 static double layer_gemms(cublasHandle_t h, const struct rs_model_hparams *hp, int rows)
 {
     int d = (int)hp->dim, kv = (int)(hp->n_kv_heads * hp->head_dim), f = (int)hp->ffn_dim;
-    int shapes[8][2] = {{d, d}, {kv, d}, {kv, d}, {d, d}, {f, d}, {f, d}, {d, f},
-                        {(int)hp->n_vocab, d}};
+    int shapes[8][2] = {{d, d}, {kv, d}, {kv, d}, {d, d},
+                        {f, d}, {f, d},  {d, f},  {(int)hp->n_vocab, d}};
     void *w[8], *x, *y;
     float one = 1, zero = 0;
     double flops = 0, best = 1e30;
@@ -219,9 +218,8 @@ static double layer_gemms(cublasHandle_t h, const struct rs_model_hparams *hp, i
         for (uint32_t l = 0; l <= hp->n_layers; l++)
             for (int i = l < hp->n_layers ? 0 : 7; i < (l < hp->n_layers ? 7 : 8); i++)
                 cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, shapes[i][0], rows, shapes[i][1], &one,
-                             w[i], CUDA_R_16BF, shapes[i][1], x, CUDA_R_16BF, shapes[i][1],
-                             &zero, y, CUDA_R_32F, shapes[i][0], CUBLAS_COMPUTE_32F,
-                             CUBLAS_GEMM_DEFAULT);
+                             w[i], CUDA_R_16BF, shapes[i][1], x, CUDA_R_16BF, shapes[i][1], &zero,
+                             y, CUDA_R_32F, shapes[i][0], CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         cudaDeviceSynchronize();
         double t = now_s() - t0;
         best = r > 0 && t < best ? t : best;
@@ -317,8 +315,8 @@ static void prefill_speed(rs_model *m, uint32_t n)
 
 static int parse(int argc, char **argv, struct args *a)
 {
-    static const struct option lo[] = {{"batches", 1, 0, 'b'}, {"prompt", 1, 0, 'p'},
-                                       {"steps", 1, 0, 's'},   {"prefill", 1, 0, 'f'},
+    static const struct option lo[] = {{"batches", 1, 0, 'b'},  {"prompt", 1, 0, 'p'},
+                                       {"steps", 1, 0, 's'},    {"prefill", 1, 0, 'f'},
                                        {"ring-mib", 1, 0, 'r'}, {0, 0, 0, 0}};
     *a = (struct args){NULL, {1, 16, 64, 256}, 4, 128, 32, 512, 256};
     int c;
@@ -377,7 +375,8 @@ int main(int argc, char **argv)
         uint32_t big = a.batches[a.n_batches - 1];
         double peak = peak_bf16(h), g = layer_gemms(h, rs_model_hparams(m), (int)big);
         printf("gemm: the model's GEMMs at %u rows %.0f TFLOP/s; one 8192^3 BF16 GEMM %.0f "
-               "TFLOP/s -> ratio %.2f\n", big, g, peak, g / peak);
+               "TFLOP/s -> ratio %.2f\n",
+               big, g, peak, g / peak);
         cublasDestroy(h);
     }
     pinned_ring(a.ring_mib);

@@ -122,8 +122,8 @@ struct gpu_ctx {
 static rs_err gpu_put(void *ctx, unsigned buf, uint64_t off, const void *data, size_t len)
 {
     struct gpu_ctx *g = ctx;
-    if (cudaMemcpyAsync(g->dev + (off - g->base), data, len, cudaMemcpyHostToDevice,
-                        g->stream) != cudaSuccess ||
+    if (cudaMemcpyAsync(g->dev + (off - g->base), data, len, cudaMemcpyHostToDevice, g->stream) !=
+            cudaSuccess ||
         cudaEventRecord(g->ev[buf], g->stream) != cudaSuccess)
         return RS_EDEVICE;
     return RS_OK;
@@ -219,8 +219,7 @@ static void run_all(const struct span *s, int cold, int reps, struct rs_load_opt
     (void)d_buf, (void)d_gpu;
     line(temp, "read() 4 MiB sequential", r_plain, r_plain);
     line(temp, "io_uring, page cache", r_buf, r_plain);
-    line(temp, d_dir ? "io_uring, O_DIRECT" : "io_uring, O_DIRECT refused->cache", r_dir,
-         r_plain);
+    line(temp, d_dir ? "io_uring, O_DIRECT" : "io_uring, O_DIRECT refused->cache", r_dir, r_plain);
     line(temp, "mmap + touch every page", r_mmap, r_plain);
     line(temp, "io_uring -> pinned -> GPU", r_gpu, r_plain);
     fflush(stdout);

@@ -244,15 +244,16 @@ void rs_place_describe(const rs_place *p, char *buf, size_t len)
             (double)n->attr->numanode.local_memory / (1024.0 * 1024.0 * 1024.0));
     }
     hwloc_bitmap_list_snprintf(list, sizeof(list), p->given);
-    put(buf, len, &at, "], %d cores, %d PUs, given cpus %s", hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE),
-        hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU), list);
+    put(buf, len, &at, "], %d cores, %d PUs, given cpus %s",
+        hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE), hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU),
+        list);
     int gpus = 0;
     for (hwloc_obj_t d = NULL; (d = hwloc_get_next_pcidev(t, d)) != NULL;) {
         if (!is_nvidia_gpu(d))
             continue;
         put(buf, len, &at, "%s%04x:%02x:%02x.%x (node %d)", gpus++ ? ", " : ", GPUs ",
-            d->attr->pcidev.domain, d->attr->pcidev.bus, d->attr->pcidev.dev,
-            d->attr->pcidev.func, local_node(p, d));
+            d->attr->pcidev.domain, d->attr->pcidev.bus, d->attr->pcidev.dev, d->attr->pcidev.func,
+            local_node(p, d));
     }
     if (gpus == 0)
         put(buf, len, &at, ", no NVIDIA GPU");
@@ -305,9 +306,10 @@ static void plan_by_role(const rs_place *p, enum rs_place_role role, int gpu_nod
     hwloc_bitmap_copy(set, p->given);
     *node = -1;
     if (g == NULL) {
-        snprintf(why, why_len, "%s", role == RS_PLACE_LAUNCHER
-                                         ? "no GPU node: every CPU given to the launcher"
-                                         : "no GPU node: every CPU given, shared with the launcher");
+        snprintf(why, why_len, "%s",
+                 role == RS_PLACE_LAUNCHER
+                     ? "no GPU node: every CPU given to the launcher"
+                     : "no GPU node: every CPU given, shared with the launcher");
         return;
     }
     if (role == RS_PLACE_LAUNCHER) {
@@ -376,8 +378,7 @@ static hwloc_bitmap_t plan_set(const rs_place *p, const struct rs_place_plan *pl
         return NULL;
     hwloc_bitmap_t set = hwloc_bitmap_alloc();
     *rc = RS_EINVAL;
-    if (set != NULL && hwloc_bitmap_list_sscanf(set, plan->cpus) == 0 &&
-        !hwloc_bitmap_iszero(set))
+    if (set != NULL && hwloc_bitmap_list_sscanf(set, plan->cpus) == 0 && !hwloc_bitmap_iszero(set))
         return set;
     hwloc_bitmap_free(set);
     rs_log_error("placement: plan CPU list '%s' is empty or malformed", plan->cpus);
@@ -392,8 +393,7 @@ rs_err rs_place_apply(rs_place *p, const struct rs_place_plan *plan)
         return rc;
     rc = RS_OK;
     if (hwloc_set_cpubind(p->topo, set, HWLOC_CPUBIND_PROCESS) != 0) {
-        rs_log_error("placement: binding the process to CPUs %s: %s", plan->cpus,
-                     strerror(errno));
+        rs_log_error("placement: binding the process to CPUs %s: %s", plan->cpus, strerror(errno));
         rc = RS_EIO;
     }
     hwloc_bitmap_free(set);
@@ -420,8 +420,7 @@ rs_err rs_place_pin_thread(rs_place *p, const struct rs_place_plan *plan, unsign
     return rc;
 }
 
-rs_err rs_place_bind_memory(rs_place *p, const struct rs_place_plan *plan, void *addr,
-                            size_t len)
+rs_err rs_place_bind_memory(rs_place *p, const struct rs_place_plan *plan, void *addr, size_t len)
 {
     if (p->synthetic)
         return RS_EUNSUPPORTED;
@@ -466,7 +465,7 @@ rs_err rs_place_setup(const char *stage, enum rs_place_role role, const struct r
         snprintf(err, err_len, "cannot bind to CPUs %s: %s", plan->cpus, rs_strerror(rc));
         return rc;
     }
-    rs_log_info("%s: placed on CPUs %s (%d), memory node %d (%s)", stage, plan->cpus,
-                plan->n_cpus, plan->node, plan->why);
+    rs_log_info("%s: placed on CPUs %s (%d), memory node %d (%s)", stage, plan->cpus, plan->n_cpus,
+                plan->node, plan->why);
     return RS_OK;
 }

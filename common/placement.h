@@ -85,8 +85,8 @@ int rs_place_gpu_node(const rs_place *p);
 struct rs_place_plan {
     char cpus[256]; /* CPU list (kernel numbers) the stage runs on */
     int n_cpus;
-    int node;       /* NUMA node its memory binds to; -1 = no binding (one node, or spread) */
-    char why[192];  /* which rule or flag chose it, for the log */
+    int node;      /* NUMA node its memory binds to; -1 = no binding (one node, or spread) */
+    char why[192]; /* which rule or flag chose it, for the log */
 };
 
 /*
@@ -121,8 +121,7 @@ rs_err rs_place_pin_thread(rs_place *p, const struct rs_place_plan *plan, unsign
  * node; RS_EIO when the kernel refuses (logged); RS_EUNSUPPORTED for a
  * synthetic topology; RS_EINVAL for an unaligned or empty range.
  */
-rs_err rs_place_bind_memory(rs_place *p, const struct rs_place_plan *plan, void *addr,
-                            size_t len);
+rs_err rs_place_bind_memory(rs_place *p, const struct rs_place_plan *plan, void *addr, size_t len);
 
 /* gpu_node for rs_place_setup: the node of the first NVIDIA GPU hwloc sees (-1 when none). */
 #define RS_PLACE_GPU_AUTO (-2)

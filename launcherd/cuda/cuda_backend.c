@@ -220,8 +220,8 @@ static rs_err host_logits(struct cu_state *s)
         RS_CUDA_CHECK(cudaHostAlloc((void **)&s->h_logits, n * sizeof(float), 0));
         s->cap_h_logits = s->n_want;
     }
-    RS_CUDA_CHECK(cudaMemcpyAsync(s->h_logits, s->logits, n * sizeof(float),
-                                  cudaMemcpyDeviceToHost, s->stream));
+    RS_CUDA_CHECK(cudaMemcpyAsync(s->h_logits, s->logits, n * sizeof(float), cudaMemcpyDeviceToHost,
+                                  s->stream));
     RS_CUDA_CHECK(cudaStreamSynchronize(s->stream));
     s->h_logits_valid = 1;
     return RS_OK;

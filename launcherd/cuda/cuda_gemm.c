@@ -40,9 +40,9 @@ rs_err cu_gemm(struct cu_state *s, const struct cu_mat *w, const float *x, uint3
         a = s->wtmp;
     }
     /* Column-major view: Y^T (rows x n) = W (rows x cols, stored as cols x rows) ^T . X^T. */
-    cublasStatus_t st = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, (int)n,
-                                     (int)w->cols, &alpha, a, t, (int)w->cols, b, t, (int)w->cols,
-                                     &beta, y, CUDA_R_32F, (int)ldy, CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t st =
+        cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, (int)n, (int)w->cols, &alpha,
+                     a, t, (int)w->cols, b, t, (int)w->cols, &beta, y, CUDA_R_32F, (int)ldy,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? RS_OK : blas_fail("cublasGemmEx", st);
 }

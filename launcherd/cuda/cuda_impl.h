@@ -25,11 +25,11 @@ extern "C" {
 /* Logs the failing call with file:line and the CUDA error text; evaluates to RS_EDEVICE. */
 rs_err cu_fail(const char *file, int line, const char *what, cudaError_t e);
 
-#define RS_CUDA_CHECK(call)                                                                \
-    do {                                                                                   \
-        cudaError_t rs_cuda_e_ = (call);                                                   \
-        if (rs_cuda_e_ != cudaSuccess)                                                     \
-            return cu_fail(__FILE__, __LINE__, #call, rs_cuda_e_);                         \
+#define RS_CUDA_CHECK(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t rs_cuda_e_ = (call);                                                           \
+        if (rs_cuda_e_ != cudaSuccess)                                                             \
+            return cu_fail(__FILE__, __LINE__, #call, rs_cuda_e_);                                 \
     } while (0)
 
 /* Weight types the kernels read (the ggml codes, as enum rs_ggml_type). */
@@ -69,7 +69,8 @@ struct cu_kv_layer {
 /* x[r] = row tok[r] of the embedding matrix, widened to F32 (dim = e->cols). */
 cudaError_t cu_embed(const struct cu_mat *e, const struct cu_rows *r, float *x, cudaStream_t s);
 
-/* out[r] = w * x[r] / sqrt(mean(x[r]^2) + eps); src row of output r is rows[r] when rows != NULL. */
+/* out[r] = w * x[r] / sqrt(mean(x[r]^2) + eps); src row of output r is rows[r] when rows != NULL.
+ */
 cudaError_t cu_rmsnorm(const float *x, const float *w, uint32_t n_rows, uint32_t dim, float eps,
                        const uint32_t *rows, float *out, cudaStream_t s);
 
@@ -107,27 +108,27 @@ cudaError_t cu_gemm_rows(const struct cu_mat *w, const float *x, size_t ldx, uin
 
 /* One row's request to the device sampler. */
 struct cu_sample_req {
-    uint32_t logit_row;  /* row of the logits matrix */
-    float temperature;   /* < 1e-5: greedy */
+    uint32_t logit_row; /* row of the logits matrix */
+    float temperature;  /* < 1e-5: greedy */
     float min_p;
-    float top_p;         /* 1 = off */
-    int32_t top_k;       /* 0 = off */
+    float top_p;   /* 1 = off */
+    int32_t top_k; /* 0 = off */
     uint64_t seed, step;
-    int32_t n_logprobs;  /* 0..20 */
+    int32_t n_logprobs; /* 0..20 */
 };
 
 /* Per-row scratch of the device sampler (device memory, n rows each). */
 struct cu_sample_scratch {
-    float *w;      /* n_vocab: e^x weights */
-    float *ls;     /* n_vocab: sanitized logits */
-    int32_t *v;    /* n_vocab: candidate ids */
-    double *bsum;  /* n_vocab / 256 + 1: partial sums */
-    double *mass;  /* 1024: top-p buckets */
+    float *w;     /* n_vocab: e^x weights */
+    float *ls;    /* n_vocab: sanitized logits */
+    int32_t *v;   /* n_vocab: candidate ids */
+    double *bsum; /* n_vocab / 256 + 1: partial sums */
+    double *mass; /* 1024: top-p buckets */
 };
 
 /* One row's answer (the layout of rs_sample_result's first fields, plus ok). */
 struct cu_sample_out {
-    int32_t token;       /* -1: no finite logit */
+    int32_t token; /* -1: no finite logit */
     float logprob;
     int32_t n_top;
     int32_t top_ids[20];

@@ -57,8 +57,8 @@ static rs_err ensure(struct cu_state *s, uint32_t n)
 }
 
 /* Request records for the rows; RS_EUNSUPPORTED / RS_EINVAL as the slot says. */
-static rs_err fill(struct cu_state *s, const uint32_t *seq,
-                   const struct rs_sampling_params *params, const uint64_t *steps, uint32_t n)
+static rs_err fill(struct cu_state *s, const uint32_t *seq, const struct rs_sampling_params *params,
+                   const uint64_t *steps, uint32_t n)
 {
     char err[160];
     for (uint32_t i = 0; i < n; i++) {
@@ -75,9 +75,12 @@ static rs_err fill(struct cu_state *s, const uint32_t *seq,
             return RS_EUNSUPPORTED;
         s->h_sreq[i] = (struct cu_sample_req){.logit_row = (uint32_t)s->seq_logit[seq[i]],
                                               .temperature = p->temperature,
-                                              .min_p = p->min_p, .top_p = p->top_p,
-                                              .top_k = p->top_k, .seed = p->seed,
-                                              .step = steps[i], .n_logprobs = p->n_logprobs};
+                                              .min_p = p->min_p,
+                                              .top_p = p->top_p,
+                                              .top_k = p->top_k,
+                                              .seed = p->seed,
+                                              .step = steps[i],
+                                              .n_logprobs = p->n_logprobs};
     }
     return RS_OK;
 }

@@ -24,7 +24,7 @@ struct cu_layer {
 };
 
 struct cu_kv {
-    float *mem;          /* per layer: K blocks then V blocks, as the CPU cache */
+    float *mem; /* per layer: K blocks then V blocks, as the CPU cache */
     uint32_t n_blocks, block_size;
     size_t block_stride; /* floats per block per layer, K or V */
     size_t layer_floats; /* n_blocks * block_stride */
@@ -32,7 +32,7 @@ struct cu_kv {
 
 struct cu_graph {
     uint32_t n_rows;
-    void *kv;            /* the cache it was captured against */
+    void *kv; /* the cache it was captured against */
     cudaGraphExec_t exec;
 };
 
@@ -45,27 +45,27 @@ struct cu_state {
     cublasHandle_t blas;
     void *blas_ws;
 
-    char *weights;       /* device copy of the GGUF tensor data section */
+    char *weights; /* device copy of the GGUF tensor data section */
     uint64_t weights_bytes;
-    float *vecs;         /* device copy of llama_desc.vectors (norms, rope_freqs) */
+    float *vecs; /* device copy of llama_desc.vectors (norms, rope_freqs) */
     struct cu_layer *layers;
     struct cu_mat tok_embd, output;
     const float *output_norm, *rope_freqs;
-    float *wtmp;         /* Q8_0 matrix widened for cuBLAS (largest Q8_0 matrix), or NULL */
+    float *wtmp; /* Q8_0 matrix widened for cuBLAS (largest Q8_0 matrix), or NULL */
     uint64_t load_ns, load_bytes;
     int load_direct;
 
     /* step scratch (device), for cap_rows rows; regrowing it drops the graphs */
     uint32_t cap_rows, cap_want;
     float *x, *xn, *q, *k, *v, *att, *gate, *up, *xl, *logits;
-    void *half;          /* rows x max(dim, q dim, ffn) F16/BF16 GEMM inputs */
+    void *half; /* rows x max(dim, q dim, ffn) F16/BF16 GEMM inputs */
 
     /* step inputs: one pinned host area copied to one device area */
     void *in_host, *in_dev;
     size_t in_cap;
     struct cu_rows rows;
     uint32_t n_seqs, n_want;
-    int32_t *seq_logit;  /* host (n_seqs): logits row of each sequence or -1 */
+    int32_t *seq_logit; /* host (n_seqs): logits row of each sequence or -1 */
     uint32_t cap_seqs;
     cudaEvent_t ev_in;
 

@@ -173,7 +173,10 @@ static rs_err layer_forward(struct cu_state *s, struct cu_kv *kv, uint32_t il)
     uint32_t n = r->n_rows, qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
     struct cu_kv_layer kl = {kv->mem + (size_t)il * 2 * kv->layer_floats,
                              kv->mem + (size_t)il * 2 * kv->layer_floats + kv->layer_floats,
-                             kv->block_stride, kv->block_size, hp->head_dim, hp->n_kv_heads};
+                             kv->block_stride,
+                             kv->block_size,
+                             hp->head_dim,
+                             hp->n_kv_heads};
     rs_err rc;
     RS_CUDA_CHECK(cu_rmsnorm(s->x, l->attn_norm, n, hp->dim, hp->rms_eps, NULL, s->xn, s->stream));
     if ((rc = cu_gemm(s, &l->wq, s->xn, n, s->q, qd, 0)) != RS_OK ||
@@ -183,8 +186,8 @@ static rs_err layer_forward(struct cu_state *s, struct cu_kv *kv, uint32_t il)
     RS_CUDA_CHECK(cu_rope(s->q, s->k, r, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->rope_dim,
                           hp->rope_freq_base, 1.0f / hp->rope_scale, s->rope_freqs, s->stream));
     RS_CUDA_CHECK(cu_kv_store(s->k, s->v, r, &kl, s->stream));
-    RS_CUDA_CHECK(cu_attention(s->q, r, &kl, hp->n_heads, 1.0f / sqrtf((float)hp->head_dim),
-                               s->att, s->stream));
+    RS_CUDA_CHECK(cu_attention(s->q, r, &kl, hp->n_heads, 1.0f / sqrtf((float)hp->head_dim), s->att,
+                               s->stream));
     if ((rc = cu_gemm(s, &l->wo, s->att, n, s->x, hp->dim, 1)) != RS_OK)
         return rc;
     RS_CUDA_CHECK(cu_rmsnorm(s->x, l->ffn_norm, n, hp->dim, hp->rms_eps, NULL, s->xn, s->stream));

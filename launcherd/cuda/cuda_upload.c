@@ -30,8 +30,8 @@ struct up_ctx {
 static rs_err up_put(void *ctx, unsigned buf, uint64_t off, const void *data, size_t len)
 {
     struct up_ctx *u = ctx;
-    RS_CUDA_CHECK(cudaMemcpyAsync(u->dev + (off - u->base), data, len, cudaMemcpyHostToDevice,
-                                  u->stream));
+    RS_CUDA_CHECK(
+        cudaMemcpyAsync(u->dev + (off - u->base), data, len, cudaMemcpyHostToDevice, u->stream));
     RS_CUDA_CHECK(cudaEventRecord(u->ev[buf], u->stream));
     return RS_OK;
 }
@@ -109,8 +109,8 @@ static rs_err map_all(struct cu_state *s, const char *host_base, size_t *q8_max)
     for (uint32_t i = 0; rc == RS_OK && i < s->hp.n_layers; i++) {
         const struct llama_layer *l = &d->layers[i];
         struct cu_layer *c = &s->layers[i];
-        const struct llama_mat *hm[7] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up,
-                                         &l->w_down};
+        const struct llama_mat *hm[7] = {&l->wq,     &l->wk,   &l->wv,    &l->wo,
+                                         &l->w_gate, &l->w_up, &l->w_down};
         struct cu_mat *dm[7] = {&c->wq, &c->wk, &c->wv, &c->wo, &c->w_gate, &c->w_up, &c->w_down};
         for (int j = 0; rc == RS_OK && j < 7; j++)
             rc = map_mat(s, host_base, hm[j], dm[j]);

@@ -36,8 +36,8 @@ __device__ __forceinline__ void tile_scores(const struct att_args &a, const floa
 {
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
         uint32_t t = t0 + i;
-        const float *kp =
-            a.kc + (size_t)table[t / a.bs] * a.block_stride + ((size_t)kvh * a.bs + t % a.bs) * a.hd;
+        const float *kp = a.kc + (size_t)table[t / a.bs] * a.block_stride +
+                          ((size_t)kvh * a.bs + t % a.bs) * a.hd;
         float s = 0.0f;
         for (uint32_t d = 0; d < a.hd; d++)
             s = fmaf(qs[d], kp[d], s);
@@ -102,9 +102,20 @@ extern "C" cudaError_t cu_attention(const float *q, const struct cu_rows *r,
 {
     if (kv->head_dim > ATT_THREADS * ATT_DIMS)
         return cudaErrorInvalidValue;
-    struct att_args a = {q, out, kv->k, kv->v, r->pos, r->seq, r->tab_off, r->tables,
-                         kv->block_stride, kv->block_size, kv->head_dim,
-                         n_heads / kv->n_kv_heads, n_heads, scale};
+    struct att_args a = {q,
+                         out,
+                         kv->k,
+                         kv->v,
+                         r->pos,
+                         r->seq,
+                         r->tab_off,
+                         r->tables,
+                         kv->block_stride,
+                         kv->block_size,
+                         kv->head_dim,
+                         n_heads / kv->n_kv_heads,
+                         n_heads,
+                         scale};
     dim3 grid(r->n_rows, n_heads);
     size_t smem = (kv->head_dim + ATT_TILE) * sizeof(float);
     attention_k<<<grid, ATT_THREADS, smem, s>>>(a);

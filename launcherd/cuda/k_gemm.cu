@@ -12,13 +12,12 @@
  */
 #include "launcherd/cuda/k_common.cuh"
 
-#define G_WARPS 8   /* output features per block */
-#define G_ROWS 8    /* activation rows per pass */
+#define G_WARPS 8 /* output features per block */
+#define G_ROWS 8  /* activation rows per pass */
 
 /* The 8 weights at k0 (k0 % 8 == 0) of row p; vec: 16-byte loads allowed. */
 template <int T>
-__device__ __forceinline__ void load8(const uint8_t *p, uint32_t k0, uint32_t K, bool vec,
-                                     float *w)
+__device__ __forceinline__ void load8(const uint8_t *p, uint32_t k0, uint32_t K, bool vec, float *w)
 {
     if constexpr (T == CU_T_Q8_0) { /* K is whole blocks; the 8 values share one scale */
         const uint8_t *b = p + (size_t)(k0 / CU_Q8_BLOCK) * CU_Q8_BYTES;
@@ -88,10 +87,10 @@ static cudaError_t launch_rows(const struct cu_mat *w, const float *x, size_t ld
 {
     dim3 grid((w->rows + G_WARPS - 1) / G_WARPS), block(G_WARPS * 32);
     const uint8_t *p = (const uint8_t *)w->data;
-#define RS_G(R)                                                                            \
-    case R:                                                                                \
-        gemm_rows_k<T, R><<<grid, block, 0, s>>>(p, w->row_bytes, w->rows, w->cols, x, ldx, y, \
-                                                  ldy, acc, vec);                          \
+#define RS_G(R)                                                                                    \
+    case R:                                                                                        \
+        gemm_rows_k<T, R>                                                                          \
+            <<<grid, block, 0, s>>>(p, w->row_bytes, w->rows, w->cols, x, ldx, y, ldy, acc, vec);  \
         break
     switch (rows) {
         RS_G(1);
@@ -115,8 +114,7 @@ extern "C" cudaError_t cu_gemm_rows(const struct cu_mat *w, const float *x, size
 {
     /* 16-byte loads need every weight row, and every activation row, 16-byte aligned. */
     bool vec = ((uintptr_t)w->data % 16 == 0) && w->row_bytes % 16 == 0 &&
-               ((uintptr_t)x % 16 == 0) && ldx % 4 == 0 && w->cols % 8 == 0 &&
-               w->type != CU_T_Q8_0;
+               ((uintptr_t)x % 16 == 0) && ldx % 4 == 0 && w->cols % 8 == 0 && w->type != CU_T_Q8_0;
     for (uint32_t r0 = 0; r0 < n_rows; r0 += G_ROWS) {
         uint32_t r = n_rows - r0 < G_ROWS ? n_rows - r0 : G_ROWS;
         const float *xr = x + (size_t)r0 * ldx;

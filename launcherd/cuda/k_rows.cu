@@ -95,15 +95,14 @@ extern "C" cudaError_t cu_rope(float *q, float *k, const struct cu_rows *r, uint
                                float base, float pos_scale, const float *freq_factors,
                                cudaStream_t s)
 {
-    rope_k<<<r->n_rows, ROW_THREADS, 0, s>>>(q, k, r->pos, n_heads, n_kv_heads, head_dim,
-                                             rope_dim, base, pos_scale, freq_factors);
+    rope_k<<<r->n_rows, ROW_THREADS, 0, s>>>(q, k, r->pos, n_heads, n_kv_heads, head_dim, rope_dim,
+                                             base, pos_scale, freq_factors);
     return cudaGetLastError();
 }
 
-__global__ void kv_store_k(const float *k, const float *v, const uint32_t *pos,
-                           const uint32_t *seq, const uint32_t *tab_off, const uint32_t *tables,
-                           float *kc, float *vc, size_t block_stride, uint32_t bs, uint32_t hd,
-                           uint32_t kvd)
+__global__ void kv_store_k(const float *k, const float *v, const uint32_t *pos, const uint32_t *seq,
+                           const uint32_t *tab_off, const uint32_t *tables, float *kc, float *vc,
+                           size_t block_stride, uint32_t bs, uint32_t hd, uint32_t kvd)
 {
     uint32_t r = blockIdx.x, p = pos[r];
     size_t blk = (size_t)tables[tab_off[seq[r]] + p / bs] * block_stride;
@@ -117,8 +116,8 @@ __global__ void kv_store_k(const float *k, const float *v, const uint32_t *pos,
 extern "C" cudaError_t cu_kv_store(const float *k, const float *v, const struct cu_rows *r,
                                    const struct cu_kv_layer *kv, cudaStream_t s)
 {
-    kv_store_k<<<r->n_rows, ROW_THREADS, 0, s>>>(k, v, r->pos, r->seq, r->tab_off, r->tables,
-                                                 kv->k, kv->v, kv->block_stride, kv->block_size,
+    kv_store_k<<<r->n_rows, ROW_THREADS, 0, s>>>(k, v, r->pos, r->seq, r->tab_off, r->tables, kv->k,
+                                                 kv->v, kv->block_stride, kv->block_size,
                                                  kv->head_dim, kv->n_kv_heads * kv->head_dim);
     return cudaGetLastError();
 }
@@ -156,8 +155,7 @@ extern "C" cudaError_t cu_to_half(const float *src, void *dst, size_t n, int to_
     return cudaGetLastError();
 }
 
-__global__ void q8_to_f32_k(const uint8_t *w, size_t row_bytes, uint32_t cols, size_t n,
-                            float *dst)
+__global__ void q8_to_f32_k(const uint8_t *w, size_t row_bytes, uint32_t cols, size_t n, float *dst)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -168,6 +166,6 @@ extern "C" cudaError_t cu_q8_0_to_f32(const struct cu_mat *w, float *dst, cudaSt
 {
     size_t n = (size_t)w->rows * w->cols;
     q8_to_f32_k<<<grid_for(n, ROW_THREADS), ROW_THREADS, 0, s>>>((const uint8_t *)w->data,
-                                                                  w->row_bytes, w->cols, n, dst);
+                                                                 w->row_bytes, w->cols, n, dst);
     return cudaGetLastError();
 }

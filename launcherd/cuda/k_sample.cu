@@ -134,7 +134,8 @@ __device__ int32_t best_after(const float *l, uint32_t n, float pv, int32_t pi, 
         if (threadIdx.x < s) {
             float ov = sv[threadIdx.x + s];
             int32_t oi = si[threadIdx.x + s];
-            if (oi >= 0 && (si[threadIdx.x] < 0 || better(ov, oi, sv[threadIdx.x], si[threadIdx.x])))
+            if (oi >= 0 &&
+                (si[threadIdx.x] < 0 || better(ov, oi, sv[threadIdx.x], si[threadIdx.x])))
                 sv[threadIdx.x] = ov, si[threadIdx.x] = oi;
         }
         __syncthreads();

@@ -53,8 +53,7 @@ __device__ inline void sel_sort_best_first(int32_t *v, size_t n, const float *l)
     }
 }
 
-__device__ inline size_t sel_median3(const int32_t *v, size_t a, size_t b, size_t c,
-                                     const float *l)
+__device__ inline size_t sel_median3(const int32_t *v, size_t a, size_t b, size_t c, const float *l)
 {
     if (sel_better(l, v[a], v[b]))
         return sel_better(l, v[b], v[c]) ? b : sel_better(l, v[a], v[c]) ? c : a;

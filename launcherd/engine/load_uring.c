@@ -40,7 +40,7 @@ struct loader {
     size_t chunk;
     unsigned depth;
     void *const *staging;
-    struct win *w;         /* per buffer */
+    struct win *w; /* per buffer */
     const struct rs_load_sink *sink;
     const struct rs_load_opts *o;
     struct rs_load_stats st;
@@ -230,8 +230,7 @@ static rs_err run_uring(struct loader *l, struct io_uring *ring)
         {
             seen++;
             if (rc == RS_OK)
-                rc = complete(l, ring, (unsigned)io_uring_cqe_get_data64(cqe), cqe->res,
-                              &inflight);
+                rc = complete(l, ring, (unsigned)io_uring_cqe_get_data64(cqe), cqe->res, &inflight);
             else
                 inflight--; /* after an error: a read reaped and dropped */
         }
@@ -316,8 +315,8 @@ static rs_err open_file(struct loader *l, const char *path, int direct)
         return RS_EIO;
     }
     if ((uint64_t)sb.st_size < l->end) {
-        rs_log_error("load: %s is %lld bytes, the span ends at %llu", path,
-                     (long long)sb.st_size, (unsigned long long)l->end);
+        rs_log_error("load: %s is %lld bytes, the span ends at %llu", path, (long long)sb.st_size,
+                     (unsigned long long)l->end);
         return RS_EIO;
     }
     if (direct)
@@ -334,8 +333,14 @@ rs_err rs_load_file(const char *path, uint64_t off, uint64_t len, void *const *s
     rs_err rc = check_args(path, len, staging, &o, sink);
     if (rc != RS_OK)
         return rc;
-    struct loader l = {.off = off, .end = off + len, .chunk = o.chunk, .depth = o.depth,
-                       .staging = staging, .sink = sink, .o = &o, .t0 = rs_clock_ns()};
+    struct loader l = {.off = off,
+                       .end = off + len,
+                       .chunk = o.chunk,
+                       .depth = o.depth,
+                       .staging = staging,
+                       .sink = sink,
+                       .o = &o,
+                       .t0 = rs_clock_ns()};
     l.first = off & ~(uint64_t)(RS_LOAD_ALIGN - 1);
     l.n_win = (l.end - l.first + o.chunk - 1) / o.chunk;
     l.w = calloc(o.depth, sizeof(*l.w));
@@ -346,8 +351,7 @@ rs_err rs_load_file(const char *path, uint64_t off, uint64_t len, void *const *s
     struct io_uring ring;
     int ur = rc == RS_OK ? io_uring_queue_init(o.depth, &ring, 0) : -1;
     if (rc == RS_OK && ur < 0)
-        rs_log_warn("load: io_uring unavailable (%s); reading %s with pread", strerror(-ur),
-                    path);
+        rs_log_warn("load: io_uring unavailable (%s); reading %s with pread", strerror(-ur), path);
     if (rc == RS_OK)
         rc = ur == 0 ? run_uring(&l, &ring) : run_pread(&l);
     if (ur == 0)

@@ -19,10 +19,11 @@
 
 #include "common/err.h"
 
-#define RS_LOAD_MIN_DEPTH 16               /* reads in flight, at least */
+#define RS_LOAD_MIN_DEPTH 16 /* reads in flight, at least */
 #define RS_LOAD_DEFAULT_DEPTH 32
-#define RS_LOAD_DEFAULT_CHUNK (1u << 20)   /* bytes per read (bench/load: best warm, near best cold) */
-#define RS_LOAD_ALIGN 4096u                /* O_DIRECT alignment of offsets, sizes, buffers */
+#define RS_LOAD_DEFAULT_CHUNK                                                                      \
+    (1u << 20)              /* bytes per read (bench/load: best warm, near best cold) */
+#define RS_LOAD_ALIGN 4096u /* O_DIRECT alignment of offsets, sizes, buffers */
 
 /* Where chunks go. put and wait run on the loading thread. */
 struct rs_load_sink {
@@ -40,20 +41,20 @@ struct rs_load_sink {
 };
 
 struct rs_load_opts {
-    unsigned depth;   /* reads in flight, >= RS_LOAD_MIN_DEPTH; 0 = RS_LOAD_DEFAULT_DEPTH */
-    size_t chunk;     /* bytes per read, a multiple of RS_LOAD_ALIGN; 0 = RS_LOAD_DEFAULT_CHUNK */
-    int direct;       /* 1: O_DIRECT when the file system accepts it; 0: through the page cache */
-    int progress;     /* 1: progress bar on stderr once the load has run for a second */
-    const char *label;/* name for the progress bar and logs (e.g. the file name); may be NULL */
+    unsigned depth;    /* reads in flight, >= RS_LOAD_MIN_DEPTH; 0 = RS_LOAD_DEFAULT_DEPTH */
+    size_t chunk;      /* bytes per read, a multiple of RS_LOAD_ALIGN; 0 = RS_LOAD_DEFAULT_CHUNK */
+    int direct;        /* 1: O_DIRECT when the file system accepts it; 0: through the page cache */
+    int progress;      /* 1: progress bar on stderr once the load has run for a second */
+    const char *label; /* name for the progress bar and logs (e.g. the file name); may be NULL */
 };
 
 /* What a load did. */
 struct rs_load_stats {
-    uint64_t bytes;   /* bytes handed to the sink (the span's length) */
+    uint64_t bytes;      /* bytes handed to the sink (the span's length) */
     uint64_t read_bytes; /* bytes read from the file (aligned windows may read a little more) */
-    uint64_t ns;      /* wall time of the load */
-    uint32_t reads;   /* read requests completed (short reads resubmitted count again) */
-    int direct;       /* 1 when O_DIRECT was in effect */
+    uint64_t ns;         /* wall time of the load */
+    uint32_t reads;      /* read requests completed (short reads resubmitted count again) */
+    int direct;          /* 1 when O_DIRECT was in effect */
 };
 
 /* Defaults: depth 32, 1 MiB chunks, O_DIRECT, progress bar on. */

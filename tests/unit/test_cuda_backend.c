@@ -10,8 +10,8 @@
  * and Q8_0 models, within the tolerances below, printed each time; greedy
  * stories260K ids equal to the published ones with device sampling; the
  * device sampler equal to the CPU sampler on the same logits (tokens, top
- * ids, logprobs; greedy, temperature, top-k, top-p, min-p); deterministic mode bitwise batch invariant; decode graphs
- * bitwise equal to eager steps; tokens read from a cudaHostRegister'd
+ * ids, logprobs; greedy, temperature, top-k, top-p, min-p); deterministic mode bitwise batch
+ * invariant; decode graphs bitwise equal to eager steps; tokens read from a cudaHostRegister'd
  * shared-memory segment, registered again after a re-attach.
  */
 #include <fcntl.h>
@@ -117,8 +117,7 @@ static int test_no_device_fails_cleanly(void)
     RS_CHECK_MSG(rc == RS_EDEVICE, "%s", rs_strerror(rc));
     RS_CHECK_MSG(strstr(log, "no CUDA device") != NULL, "log: %s", log);
 #else
-    RS_CHECK_MSG(rc == RS_EINVAL && strstr(log, "unknown backend"), "%s: %s", rs_strerror(rc),
-                 log);
+    RS_CHECK_MSG(rc == RS_EINVAL && strstr(log, "unknown backend"), "%s: %s", rs_strerror(rc), log);
 #endif
     RS_CHECK(a.m == NULL);
     return 0;
@@ -136,7 +135,8 @@ static int test_auto_falls_back_to_cpu_and_says_so(void)
     const char *d = rs_model_describe(a.m);
     int gpu = strncmp(d, "cuda", 4) == 0;
     RS_CHECK_MSG(gpu || strncmp(d, "cpu", 3) == 0, "%s", d);
-    RS_CHECK_MSG(strstr(log, gpu ? "backend auto chose cuda" : "backend auto chose cpu"), "%s", log);
+    RS_CHECK_MSG(strstr(log, gpu ? "backend auto chose cuda" : "backend auto chose cpu"), "%s",
+                 log);
 #ifdef RS_HAVE_CUDA
     if (!gpu)
         RS_CHECK_MSG(strstr(log, "no CUDA device") && strstr(log, "falling back"), "%s", log);
@@ -153,7 +153,8 @@ static int test_auto_falls_back_to_cpu_and_says_so(void)
     int best = 0;
     for (uint32_t i = 1; i < rs_model_hparams(a.m)->n_vocab; i++)
         best = l[i] > l[best] ? (int)i : best;
-    RS_CHECK_MSG(best == 403, "first greedy id %d", best); /* expected/stories260K.greedy-n256.ids */
+    RS_CHECK_MSG(best == 403, "first greedy id %d",
+                 best); /* expected/stories260K.greedy-n256.ids */
     rs_kvcache_destroy(&kv);
     rs_model_destroy(&a.m);
     return 0;
@@ -189,7 +190,7 @@ struct pair {
     rs_model *cpu, *gpu;
     rs_kvcache *kc, *kg;
     uint32_t vocab;
-    double worst;   /* largest relative row difference seen */
+    double worst;    /* largest relative row difference seen */
     int rows, agree; /* rows compared, rows with the same argmax */
 };
 
@@ -244,8 +245,10 @@ static int pair_step(struct pair *p, const struct rs_model_seq *s, uint32_t n, d
         p->rows++;
         next[i] = argmax(a, p->vocab);
         p->agree += argmax(b, p->vocab) == next[i];
-        RS_CHECK_MSG(rel <= tol, "seq %u (%u tokens at %u): max diff %.3g, %.3g of max |logit| "
-                     "%.3g, tolerance %.3g", i, s[i].n_tokens, s[i].pos0, diff, rel, mx, tol);
+        RS_CHECK_MSG(rel <= tol,
+                     "seq %u (%u tokens at %u): max diff %.3g, %.3g of max |logit| "
+                     "%.3g, tolerance %.3g",
+                     i, s[i].n_tokens, s[i].pos0, diff, rel, mx, tol);
     }
     return 0;
 }
@@ -308,8 +311,10 @@ static int test_logits_match_cpu_stories260k(void)
 static const char *model768(const char *type, char *path, size_t len)
 {
     char args[256], name[64];
-    snprintf(args, sizeof(args), "--dim 768 --layers 4 --heads 12 --kv-heads 4 --ffn 2048 "
-                                 "--vocab 32000 --ctx 512 --type %s --seed 7", type);
+    snprintf(args, sizeof(args),
+             "--dim 768 --layers 4 --heads 12 --kv-heads 4 --ffn 2048 "
+             "--vocab 32000 --ctx 512 --type %s --seed 7",
+             type);
     snprintf(name, sizeof(name), "m768-%s", type);
     return tu_mkmodel(name, args, path, len);
 }
@@ -413,8 +418,8 @@ static int compare_sampler(rs_model *m, uint32_t n_seqs, const struct rs_samplin
         memcpy(l, rs_model_logits(m, i), nv * sizeof(float));
         RS_CHECK(rs_sampler_sample(smp, p, l, NULL, 0, 0, st, &c) == RS_OK);
         RS_CHECK_MSG(g.token == c.token, "seq %u T=%g seed %llu step %llu: cuda %d, cpu %d", i,
-                     p->temperature, (unsigned long long)p->seed, (unsigned long long)st,
-                     g.token, c.token);
+                     p->temperature, (unsigned long long)p->seed, (unsigned long long)st, g.token,
+                     c.token);
         RS_CHECK_MSG(fabsf(g.logprob - c.logprob) <= 1e-6f * (1.0f + fabsf(c.logprob)),
                      "logprob %g vs %g", g.logprob, c.logprob);
         RS_CHECK(g.n_top == c.n_top);
@@ -515,9 +520,11 @@ static int run_a(rs_model *m, int companions, float *out)
     for (int step = 0; step < 5; step++) {
         for (uint32_t i = 0; i < n; i++) {
             uint32_t len = i == 0 ? 30 : 7 + 3 * i;
-            s[i] = step == 0 ? (struct rs_model_seq){toks[i], len, 0, tables[i], 4, 1}
-                             : (struct rs_model_seq){toks[i] + len + step - 1, 1,
-                                                     len + (uint32_t)step - 1, tables[i], 4, 1};
+            s[i] =
+                step == 0
+                    ? (struct rs_model_seq){toks[i], len, 0, tables[i], 4, 1}
+                    : (struct rs_model_seq){
+                          toks[i] + len + step - 1, 1, len + (uint32_t)step - 1, tables[i], 4, 1};
         }
         RS_CHECK(rs_model_step(m, kv, s, n) == RS_OK);
         memcpy(out + (size_t)step * nv, rs_model_logits(m, 0), nv * sizeof(float));
@@ -628,7 +635,8 @@ static int test_tokens_from_registered_segment(void)
     rs_kvcache *kv;
     RS_CHECK(rs_kvcache_create(m, 4, 16, &kv) == RS_OK);
     /* Two sequences whose tokens sit back to back in the segment: one copy straight from it. */
-    struct rs_model_seq s[2] = {{toks, 12, 0, tables[0], 2, 1}, {toks + 12, 12, 0, tables[1], 2, 1}};
+    struct rs_model_seq s[2] = {{toks, 12, 0, tables[0], 2, 1},
+                                {toks + 12, 12, 0, tables[1], 2, 1}};
     RS_CHECK(rs_model_step(m, kv, s, 2) == RS_OK);
     toks[0] = -5; /* the step has returned: its inputs were consumed */
     float *a = malloc(512 * sizeof(float));

@@ -20,8 +20,8 @@
 #define NBUF_MAX 64
 
 struct collect {
-    uint8_t *dst;      /* the span's bytes by file offset - base */
-    uint8_t *seen;     /* times each byte was delivered */
+    uint8_t *dst;  /* the span's bytes by file offset - base */
+    uint8_t *seen; /* times each byte was delivered */
     uint64_t base, len;
     int pending[NBUF_MAX]; /* put and not yet waited for */
     int n_put, n_wait, refill_early, fail_at;
@@ -128,9 +128,13 @@ static int test_spans_read_exactly(void)
     snprintf(path, sizeof(path), "%s/span.bin", rs_test_tmpdir());
     uint8_t *ref = make_file(path, n);
     RS_CHECK(ref != NULL);
-    static const uint64_t spans[][2] = {{0, 5 * 1024 * 1024 + 123}, {1, 100}, {4095, 2},
-                                        {4096, 65536}, {12345, 3 * 1024 * 1024 + 7},
-                                        {5 * 1024 * 1024, 123}, {65535, 65537}};
+    static const uint64_t spans[][2] = {{0, 5 * 1024 * 1024 + 123},
+                                        {1, 100},
+                                        {4095, 2},
+                                        {4096, 65536},
+                                        {12345, 3 * 1024 * 1024 + 7},
+                                        {5 * 1024 * 1024, 123},
+                                        {65535, 65537}};
     for (int direct = 0; direct <= 1; direct++)
         for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
             struct rs_load_opts o;

@@ -39,7 +39,8 @@ static int test_parse_flags(void)
     RS_CHECK(parse1(&o, "--numa", "1x", err, sizeof(err)) == -1);
     RS_CHECK(parse1(&o, "--numa", "99999", err, sizeof(err)) == -1);
     RS_CHECK(parse1(&o, "--numa", NULL, err, sizeof(err)) == -1 && strstr(err, "needs a value"));
-    RS_CHECK(strstr(rs_place_options_help(), "--cpus") && strstr(rs_place_options_help(), "--numa"));
+    RS_CHECK(strstr(rs_place_options_help(), "--cpus") &&
+             strstr(rs_place_options_help(), "--numa"));
     return 0;
 }
 
@@ -65,8 +66,8 @@ static int test_two_sockets_launcher_takes_gpu_node(void)
     RS_CHECK(rs_place_create_synthetic("pack:2 numa:1 core:4 pu:2", &p) == RS_OK);
     RS_CHECK(rs_place_n_nodes(p) == 2);
     RS_CHECK(plan(p, RS_PLACE_LAUNCHER, "", -1, 1, &pl) == RS_OK);
-    RS_CHECK_MSG(strcmp(pl.cpus, "8-15") == 0 && pl.node == 1 && pl.n_cpus == 8, "%s %d",
-                 pl.cpus, pl.node);
+    RS_CHECK_MSG(strcmp(pl.cpus, "8-15") == 0 && pl.node == 1 && pl.n_cpus == 8, "%s %d", pl.cpus,
+                 pl.node);
     RS_CHECK(plan(p, RS_PLACE_OTHER, "", -1, 1, &pl) == RS_OK);
     RS_CHECK_MSG(strcmp(pl.cpus, "0-7") == 0 && pl.node == 0, "%s %d", pl.cpus, pl.node);
     RS_CHECK(plan(p, RS_PLACE_LAUNCHER, "", -1, 0, &pl) == RS_OK);
