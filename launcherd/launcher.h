@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/placement.h"
 #include "common/vocab.h"
 #include "ipc/pipeline.h"
 #include "ipc/pipeline_door.h"
@@ -27,6 +28,9 @@ struct launcher_opts {
     int isa;          /* RS_MODEL_ISA_* */
     char group[64];   /* runtime directory group ("" = owner only), as the frontends' --group */
     unsigned spin_us; /* after a batch, poll the batch ring this long before sleeping (0: off) */
+    char backend[8];  /* model backend: "auto" ("" too: the GPU when it can load, else the CPU),
+                         "cpu" or "cuda" (rs_model_opts.backend) */
+    struct rs_place_opts place; /* --cpus / --numa (common/placement.h) */
 };
 
 /* What one processed batch did (for the loop's doorbells, logs and the benches). */

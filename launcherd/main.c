@@ -8,7 +8,10 @@
  * ring, doorbells to schedulerd and postprocd. The weight load time and the
  * time from opening the pipeline to serving are logged separately (DESIGN.md
  * §3: restart-to-serving <= 100 ms plus weight load).
- * Leaves out: the CUDA backend (later; "cpu" is the only one today).
+ * The backend is --backend (default auto: the GPU when the CUDA backend
+ * loads, else the CPU; the log says which); on the GPU the segment mapping
+ * is registered for DMA (rs_shm_cuda_register). Placement (--cpus, --numa,
+ * else the GPU's NUMA node) is applied before any thread starts.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/log.h"
+#include "common/placement.h"
 #include "ipc/rundir.h"
 #include "launcherd/launcher.h"
 
@@ -28,7 +32,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: launcherd --model PATH [pipeline options] [--threads N] [--isa ISA]\n"
-            "                 [--group NAME]\n"
+            "                 [--group NAME] [--backend B] [--cpus LIST] [--numa N]\n"
             "Runs the model for one ringserve instance: one forward step per batch that\n"
             "schedulerd writes, sampled tokens into the requests' token lists.\n"
             "launcherd options:\n"
@@ -37,8 +41,10 @@ static void usage(FILE *f)
             "  --group NAME             runtime directory group, as the frontends' --group\n"
             "  --spin-us N              after each batch, poll for the next one N us before\n"
             "                           sleeping on the doorbell (default 0: off; costs a core)\n"
-            "%s",
-            rs_pipe_options_help());
+            "  --backend auto|cpu|cuda  model backend (default auto: the GPU when the CUDA\n"
+            "                           backend loads, else the CPU; the log says which)\n"
+            "%s%s",
+            rs_place_options_help(), rs_pipe_options_help());
 }
 
 static int parse_int(const char *s, long lo, long hi, int *out)
@@ -57,6 +63,18 @@ static int parse_own(struct launcher_opts *o, int argc, char **argv, int *i, cha
                      size_t err_len)
 {
     const char *opt = argv[*i];
+    int placed = rs_place_parse_option(&o->place, argc, argv, i, err, err_len);
+    if (placed != 0)
+        return placed;
+    if (strcmp(opt, "--backend") == 0) {
+        const char *v = *i + 1 < argc ? argv[++*i] : "";
+        if (strcmp(v, "auto") != 0 && strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
+            snprintf(err, err_len, "option --backend: '%s' is not auto, cpu or cuda", v);
+            return -1;
+        }
+        snprintf(o->backend, sizeof(o->backend), "%s", v);
+        return 1;
+    }
     if (strcmp(opt, "--threads") != 0 && strcmp(opt, "--isa") != 0 && strcmp(opt, "--group") != 0 &&
         strcmp(opt, "--spin-us") != 0)
         return 0;
@@ -106,6 +124,8 @@ static int parse_args(int argc, char **argv, struct rs_pipe_config *cfg, char *r
     rs_pipe_config_default(cfg);
     memset(o, 0, sizeof(*o));
     o->isa = RS_MODEL_ISA_AUTO;
+    snprintf(o->backend, sizeof(o->backend), "auto");
+    rs_place_opts_default(&o->place);
     rundir[0] = '\0';
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -131,9 +151,40 @@ static int parse_args(int argc, char **argv, struct rs_pipe_config *cfg, char *r
     return 0;
 }
 
+/* Its CPUs and NUMA node (placement.h), before any thread starts; 0, or the exit code. */
+static int place_process(const struct launcher_opts *o, rs_place **pl, struct rs_place_plan *plan)
+{
+    char err[512];
+    rs_err rc = rs_place_setup("launcherd", RS_PLACE_LAUNCHER, &o->place, RS_PLACE_GPU_AUTO, pl,
+                               plan, err, sizeof(err));
+    if (rc == RS_OK)
+        return 0;
+    rs_log_error("placement: %s", err);
+    return rc == RS_EINVAL ? EXIT_USAGE : 1;
+}
+
+/* On the GPU: this mapping registered for DMA (each start: the old one died with its process).
+ * On a NUMA host: the segment's pages bound to the launcher's node. */
+static void pin_segment(struct launcher *l, rs_place *pl, const struct rs_place_plan *plan)
+{
+    if (strncmp(rs_model_describe(l->model), "cuda", 4) == 0) {
+        rs_err rc = rs_shm_cuda_register(l->p->shm);
+        if (rc == RS_OK)
+            rs_log_info("segment mapping registered for DMA (cudaHostRegister)");
+        else
+            rs_log_warn("segment not registered for DMA (%s): ring copies are staged",
+                        rs_strerror(rc));
+    }
+    struct rs_shm_info info;
+    rs_shm_get_info(l->p->shm, &info);
+    if (rs_place_bind_memory(pl, plan, rs_shm_base(l->p->shm), info.size) != RS_OK)
+        rs_log_warn("segment pages not bound to NUMA node %d", plan->node);
+}
+
 /* Opens the pipeline (the fence), the runtime directory and the doorbells; then ready. */
 static int start(struct launcher *l, const struct rs_pipe_config *cfg, const char *rundir,
-                 const struct launcher_opts *o, void *zctx, struct rs_pipe_doors *doors)
+                 const struct launcher_opts *o, void *zctx, struct rs_pipe_doors *doors,
+                 rs_place *pl, const struct rs_place_plan *plan)
 {
     char err[512];
     uint64_t t0 = rs_clock_ns();
@@ -142,6 +193,7 @@ static int start(struct launcher *l, const struct rs_pipe_config *cfg, const cha
         rs_log_error("cannot open instance %s: %s", cfg->instance, err);
         return -1;
     }
+    pin_segment(l, pl, plan);
     if ((rc = rs_rundir_prepare(rundir, o->group[0] ? o->group : NULL)) != RS_OK ||
         (rc = rs_pipe_doors_open(doors, zctx, rundir, RS_PIPE_STAGE_LAUNCHERD)) != RS_OK) {
         rs_log_error("runtime directory %s: %s", rundir, rs_strerror(rc));
@@ -174,15 +226,20 @@ int main(int argc, char **argv)
     static struct launcher l; /* large (doorbell buffers): not on the stack */
     l.spin_ns = (uint64_t)opts.spin_us * 1000u;
     char err[512];
-    if (launcher_load(&l, &cfg, &opts, err, sizeof(err)) != RS_OK) {
-        rs_log_error("%s", err);
+    rs_place *pl = NULL;
+    struct rs_place_plan plan;
+    int placed = place_process(&opts, &pl, &plan);
+    if (placed != 0 || launcher_load(&l, &cfg, &opts, err, sizeof(err)) != RS_OK) {
+        if (placed == 0)
+            rs_log_error("%s", err);
         launcher_unload(&l);
-        return 1;
+        rs_place_destroy(&pl);
+        return placed != 0 ? placed : 1;
     }
     void *zctx = zmq_ctx_new();
     struct rs_pipe_doors doors;
     memset(&doors, 0, sizeof(doors));
-    int code = zctx == NULL ? 1 : start(&l, &cfg, rundir, &opts, zctx, &doors) != 0;
+    int code = zctx == NULL ? 1 : start(&l, &cfg, rundir, &opts, zctx, &doors, pl, &plan) != 0;
     if (code == 0)
         code = launcher_serve(&l, &doors);
     if (code == 0) {
@@ -194,5 +251,6 @@ int main(int argc, char **argv)
         zmq_ctx_term(zctx);
     rs_pipe_close(&l.p);
     launcher_unload(&l);
+    rs_place_destroy(&pl);
     return code;
 }
