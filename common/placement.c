@@ -469,3 +469,16 @@ rs_err rs_place_setup(const char *stage, enum rs_place_role role, const struct r
                 plan->node, plan->why);
     return RS_OK;
 }
+
+int rs_place_daemon(const char *stage, enum rs_place_role role, const struct rs_place_opts *o)
+{
+    rs_place *p = NULL;
+    struct rs_place_plan plan;
+    char err[512];
+    rs_err rc = rs_place_setup(stage, role, o, RS_PLACE_GPU_AUTO, &p, &plan, err, sizeof(err));
+    rs_place_destroy(&p);
+    if (rc == RS_OK)
+        return 0;
+    rs_log_error("%s: placement: %s", stage, err);
+    return rc == RS_EINVAL ? 2 : 1;
+}

@@ -139,4 +139,13 @@ rs_err rs_place_setup(const char *stage, enum rs_place_role role, const struct r
                       int gpu_node, rs_place **out, struct rs_place_plan *plan, char *err,
                       size_t err_len);
 
+/*
+ * rs_place_setup for a stage that keeps no binding for later (tokenizerd,
+ * schedulerd, postprocd: only launcherd binds the segment's pages), with
+ * RS_PLACE_GPU_AUTO, the topology released again. Returns an exit code:
+ * 0, 2 after logging a bad --cpus/--numa, 1 after logging a refused binding.
+ * Main thread, before threads start.
+ */
+int rs_place_daemon(const char *stage, enum rs_place_role role, const struct rs_place_opts *o);
+
 #endif

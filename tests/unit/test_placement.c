@@ -282,7 +282,21 @@ static int test_setup_refuses_a_missing_node(void)
     return 0;
 }
 
+static int test_daemon_helper_returns_exit_codes(void)
+{
+    struct rs_place_opts o;
+    rs_place_opts_default(&o);
+    RS_CHECK(rs_place_daemon("test", RS_PLACE_OTHER, &o) == 0);
+    o.numa = 4000;
+    RS_CHECK(rs_place_daemon("test", RS_PLACE_OTHER, &o) == 2);
+    rs_place_opts_default(&o);
+    snprintf(o.cpus, sizeof(o.cpus), "4095");
+    RS_CHECK(rs_place_daemon("test", RS_PLACE_OTHER, &o) == 2);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_daemon_helper_returns_exit_codes),
     RS_TEST(test_parse_flags),
     RS_TEST(test_two_sockets_launcher_takes_gpu_node),
     RS_TEST(test_cpu_host_gives_everyone_every_cpu),
