@@ -32,7 +32,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: launcherd --model PATH [pipeline options] [--threads N] [--isa ISA]\n"
-            "                 [--group NAME] [--backend B] [--cpus LIST] [--numa N]\n"
+            "                 [--group NAME] [--backend B] [--tp N] [--cpus LIST] [--numa N]\n"
             "Runs the model for one ringserve instance: one forward step per batch that\n"
             "schedulerd writes, sampled tokens into the requests' token lists.\n"
             "launcherd options:\n"
@@ -43,6 +43,8 @@ static void usage(FILE *f)
             "                           sleeping on the doorbell (default 0: off; costs a core)\n"
             "  --backend auto|cpu|cuda  model backend (default auto: the GPU when the CUDA\n"
             "                           backend loads, else the CPU; the log says which)\n"
+            "  --tp N                   tensor parallelism: heads and FFN columns in N shards\n"
+            "                           (CPU backend: over its threads; default 1)\n"
             "%s%s",
             rs_place_options_help(), rs_pipe_options_help());
 }
@@ -73,6 +75,14 @@ static int parse_own(struct launcher_opts *o, int argc, char **argv, int *i, cha
             return -1;
         }
         snprintf(o->backend, sizeof(o->backend), "%s", v);
+        return 1;
+    }
+    if (strcmp(opt, "--tp") == 0) {
+        const char *v = *i + 1 < argc ? argv[++*i] : "";
+        if (parse_int(v, 1, 64, &o->tp) != 0) {
+            snprintf(err, err_len, "option --tp: '%s' is not an integer in 1..64", v);
+            return -1;
+        }
         return 1;
     }
     if (strcmp(opt, "--threads") != 0 && strcmp(opt, "--isa") != 0 && strcmp(opt, "--group") != 0 &&

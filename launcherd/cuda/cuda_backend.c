@@ -108,11 +108,14 @@ static void describe(struct cu_state *s)
 
 static rs_err cuda_load(const struct llama_desc *d, const struct rs_model_opts *opts, void **out)
 {
-    (void)opts;
     *out = NULL;
     int n = device_count();
     if (n == 0)
         return RS_EDEVICE;
+    if (opts->tp > 1) {
+        rs_log_error("cuda: tensor parallelism (tp %d) is not built for the GPU yet", opts->tp);
+        return RS_EUNSUPPORTED;
+    }
     if (d->hp.head_dim > 512 || d->hp.head_dim % 2 != 0) {
         rs_log_error("cuda: head size %u not handled (even, at most 512)", d->hp.head_dim);
         return RS_EUNSUPPORTED;

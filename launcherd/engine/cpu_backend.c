@@ -21,6 +21,28 @@ static struct kern_mat mat_of(const struct llama_mat *m)
     return k;
 }
 
+/*
+ * Tensor parallelism needs every shard to hold whole heads, whole KV heads
+ * and equal FFN columns, and the Wo / Wdown column slices to start at a
+ * weight block (32 values for Q8_0/Q4_0, 256 for the K-quants).
+ */
+static rs_err check_tp(const struct llama_desc *d, int tp)
+{
+    const struct rs_model_hparams *hp = &d->hp;
+    if (tp <= 1)
+        return RS_OK;
+    int ok = hp->n_heads % tp == 0 && hp->n_kv_heads % tp == 0 && hp->ffn_dim % tp == 0;
+    uint32_t qs = hp->n_heads / tp * hp->head_dim, fs = hp->ffn_dim / tp;
+    for (uint32_t i = 0; ok && i < hp->n_layers; i++)
+        ok = qs % rs_ggml_block_size(d->layers[i].wo.type) == 0 &&
+             fs % rs_ggml_block_size(d->layers[i].w_down.type) == 0;
+    if (!ok)
+        rs_log_error("cpu: tp %d does not split %u heads, %u KV heads and %u FFN columns into "
+                     "equal shards of whole weight blocks",
+                     tp, hp->n_heads, hp->n_kv_heads, hp->ffn_dim);
+    return ok ? RS_OK : RS_EUNSUPPORTED;
+}
+
 static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *opts, void **out)
 {
     *out = NULL;
@@ -29,6 +51,11 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         return RS_ENOMEM;
     s->d = d;
     s->hp = d->hp;
+    s->tp = opts->tp > 1 ? opts->tp : 1;
+    if (check_tp(d, s->tp) != RS_OK) {
+        free(s);
+        return RS_EUNSUPPORTED;
+    }
     s->isa = opts->isa == RS_MODEL_ISA_AUTO ? kern_isa_detect() : (enum kern_isa)opts->isa;
     if (!kern_isa_supported(s->isa)) {
         rs_log_error("cpu: this CPU cannot run the %s kernels", kern_isa_name(s->isa));
@@ -62,6 +89,9 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
     s->nt = opts->n_threads;
     snprintf(s->describe, sizeof(s->describe), "cpu %s %d thread%s", kern_isa_name(s->isa), s->nt,
              s->nt == 1 ? "" : "s");
+    if (s->tp > 1)
+        snprintf(s->describe + strlen(s->describe), sizeof(s->describe) - strlen(s->describe),
+                 ", tp %d", s->tp);
     *out = s;
     return RS_OK;
 }
@@ -73,6 +103,8 @@ static void free_scratch(struct cpu_state *s)
     free(s->logits);
     free(s->row_seq);
     free(s->seq_logit);
+    free(s->partial);
+    s->partial = NULL;
     s->rows_mem = s->thread_mem = s->logits = NULL;
     s->row_seq = NULL;
     s->seq_logit = NULL;
@@ -134,9 +166,11 @@ static rs_err ensure_scratch(struct cpu_state *s, uint32_t rows, uint32_t npos, 
     if (rows > s->cap_rows) {
         free(s->rows_mem);
         free(s->row_seq);
+        free(s->partial);
         s->rows_mem = malloc((size_t)rows * cpu_row_floats(hp) * sizeof(float));
         s->row_seq = malloc((size_t)rows * 2 * sizeof(uint32_t));
-        s->cap_rows = s->rows_mem && s->row_seq ? rows : 0;
+        s->partial = s->tp > 1 ? malloc((size_t)s->tp * rows * hp->dim * sizeof(float)) : NULL;
+        s->cap_rows = s->rows_mem && s->row_seq && (s->tp == 1 || s->partial) ? rows : 0;
         if (s->cap_rows == 0)
             goto oom;
         cpu_carve_rows(s);

@@ -198,10 +198,48 @@ static void ffn_up_phase(struct cpu_state *s, const struct cpu_layer *l, int tid
         kern_swiglu(s->isa, s->gate + (size_t)r * f + a, s->up + (size_t)r * f + a, b - a);
 }
 
+/*
+ * Tensor parallelism (s->tp > 1): shard r holds columns [r K/tp, (r+1) K/tp)
+ * of W (its heads of Wo, its FFN columns of Wdown) and computes its partial
+ * dot products for every output; the all-reduce then adds the partials to x
+ * in shard order, (p0 + p1) + p2 ..., so the result depends on tp, never on
+ * the thread count or the batch. Work items are (shard, 4-column unit) pairs.
+ */
+static void sharded_residual(struct cpu_state *s, const struct kern_mat *w, const float *in,
+                             int tid, int nt)
+{
+    uint32_t dim = s->hp.dim, units = (dim + 3) / 4, k = w->cols / (uint32_t)s->tp, a, b;
+    split_rows(units * (uint32_t)s->tp, tid, nt, &a, &b);
+    size_t plane = (size_t)s->n_rows * dim;
+    while (a < b) {
+        uint32_t r = a / units, end = (r + 1) * units < b ? (r + 1) * units : b;
+        struct kern_mat view = *w;
+        view.data = (const uint8_t *)w->data + rs_ggml_row_bytes(w->type, (uint64_t)r * k);
+        view.cols = k;
+        uint32_t c0 = (a - r * units) * 4, c1 = (end - r * units) * 4;
+        kern_gemm(s->isa, &view, in + (size_t)r * k, w->cols, s->n_rows,
+                  s->partial + (size_t)r * plane, dim, c0, c1 < dim ? c1 : dim, 0,
+                  thread_gemm_scratch(s, tid));
+        a = end;
+    }
+    pool_barrier(s->pool);
+    size_t lo = plane * (size_t)tid / (size_t)nt, hi = plane * (size_t)(tid + 1) / (size_t)nt;
+    for (size_t i = lo; i < hi; i++) {
+        float sum = s->partial[i];
+        for (int r = 1; r < s->tp; r++)
+            sum += s->partial[(size_t)r * plane + i];
+        s->x[i] += sum;
+    }
+}
+
 /* x += in W^T for a dim x cols matrix W, on this thread's columns of x. */
 static void residual_gemm(struct cpu_state *s, const struct kern_mat *w, const float *in,
                           int tid, int nt)
 {
+    if (s->tp > 1) {
+        sharded_residual(s, w, in, tid, nt);
+        return;
+    }
     uint32_t a, b;
     split_cols(s->hp.dim, tid, nt, &a, &b);
     kern_gemm(s->isa, w, in, w->cols, s->n_rows, s->x, s->hp.dim, a, b, 1,

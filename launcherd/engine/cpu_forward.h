@@ -32,6 +32,8 @@ struct cpu_state {
     enum kern_isa isa;
     struct pool *pool;
     int nt;
+    int tp;          /* tensor-parallel shards, >= 1 */
+    float *partial;  /* tp > 1: (tp, cap_rows, dim) partial sums of the Wo / Wdown shards */
     struct cpu_layer *layers;
     struct kern_mat tok_embd;
     struct kern_mat output;

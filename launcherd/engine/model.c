@@ -89,6 +89,8 @@ static rs_err resolve_opts(const struct rs_model_opts *in, struct rs_model_opts 
         bad = "unknown isa";
     else if (o->max_batch_tokens > (1u << 20))
         bad = "max_batch_tokens must be at most 1048576";
+    else if (o->tp < 0 || o->tp > 64)
+        bad = "tp must be 0..64";
     if (bad != NULL) {
         rs_log_error("model: bad option: %s", bad);
         snprintf(err, err_len, "bad option: %s (backend '%s')", bad, want);

@@ -50,6 +50,9 @@ struct rs_model_opts {
     uint32_t max_batch_tokens;  /* most tokens in one step; 0: RS_MODEL_DEFAULT_MAX_TOKENS */
     unsigned barrier_spin_us;   /* spin before sleeping at a phase barrier inside a step */
     unsigned idle_spin_us;      /* spin before sleeping between steps; 0 = sleep at once */
+    int tp;                     /* tensor-parallel shards (0, 1: none): heads and FFN columns split
+                                   in tp, the Wo and Wdown partial sums all-reduced in shard order;
+                                   CPU: shards over the pool's threads (launcherd/README.md) */
 };
 
 /* Defaults: cpu backend, all CPUs, auto ISA, 4096 tokens, 50 us barrier spin, no idle spin. */
