@@ -31,7 +31,7 @@ struct launcher_opts {
     char backend[8];  /* model backend: "auto" ("" too: the GPU when it can load, else the CPU),
                          "cpu" or "cuda" (rs_model_opts.backend) */
     struct rs_place_opts place; /* --cpus / --numa (common/placement.h) */
-    int tp; /* --tp: tensor-parallel shards (rs_model_opts.tp); 0 = none */
+    int tp;                     /* --tp: tensor-parallel shards (rs_model_opts.tp); 0 = none */
 };
 
 /* What one processed batch did (for the loop's doorbells, logs and the benches). */
