@@ -1,0 +1,572 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The whole-pipeline chaos shared by tests/crash/test_chaos.c and
+ * bench/bench_chaos.c (issue 6): the four real daemons (pipeline_harness.h)
+ * under a steady load of mixed requests from several clients, with this
+ * process as their supervisor: it SIGKILLs a stage every U(min, max) ms
+ * (stages in shuffled rounds, so each is killed as often as the others;
+ * launcherd preferably while it holds a batch, postprocd while a stream is
+ * open, schedulerd while a batch is in flight), reaps it and starts it again
+ * at once with the same arguments, some starts armed with a failpoint of
+ * that stage, and times kill -> READY from the role table. Every request's
+ * output is checked against its solo output computed in-process
+ * (tests/solo_ref.h); afterwards the load drains and the segment is audited
+ * (rs_harness_audit). Also: stopping a stage, replacing it and resuming the
+ * old process (it must exit 1, fenced), and killing a stage inside its own
+ * recovery. Header-only, like ring_chaos.h. Leaves out: the supervisor's own
+ * death (it.ops.supervisor_kill_no_orphans_and_recovery covers it).
+ */
+#ifndef RS_PIPELINE_CHAOS_H
+#define RS_PIPELINE_CHAOS_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "common/clock.h"
+#include "ipc/role.h"
+#include "tests/pipeline_harness.h"
+#include "tests/solo_ref.h"
+
+#define CHAOS_MAX_CLIENTS 64
+#define CHAOS_MAX_KINDS 256
+#define CHAOS_REPORT_MAX 5 /* mismatches printed in full */
+
+struct chaos_opts {
+    const char *model;          /* GGUF path */
+    uint32_t n_ctx;             /* --ctx (512 for stories260K) */
+    uint32_t n_clients;         /* clients, each its own routing id */
+    uint32_t per_client;        /* requests each keeps in flight */
+    uint32_t n_kinds;           /* distinct requests (solo_mixed_request 0..n-1) */
+    uint32_t max_output;        /* span of max_tokens: 8 .. 8 + max_output - 1 */
+    uint32_t kill_min_ms, kill_max_ms; /* interval between kills; kill_max_ms 0 = no kills */
+    unsigned stage_mask;        /* stages the storm kills (bit per enum rs_pipe_stage) */
+    uint32_t failpoint_pct;     /* % of restarts armed with one of the stage's failpoints */
+    const char *doorbell_fault; /* NULL, "drop" or "dup": RS_DOORBELL_FAULT of every daemon */
+    const char *linger_ms;      /* postprocd --linger-ms (text) */
+    uint64_t seed;
+    int verbose;                /* print each kill */
+};
+
+/* Fills o with the chaos test's load: 8 clients x 2 requests, 24 kinds, kills every 200-800 ms. */
+static inline void chaos_opts_default(struct chaos_opts *o, const char *model)
+{
+    memset(o, 0, sizeof(*o));
+    o->model = model;
+    o->n_ctx = 512;
+    o->n_clients = 8;
+    o->per_client = 2;
+    o->n_kinds = 24;
+    o->max_output = 160;
+    o->kill_min_ms = 200;
+    o->kill_max_ms = 800;
+    o->stage_mask = 0xf;
+    o->failpoint_pct = 25;
+    /* Short: each postprocd start restarts the linger of every finished record, so with a
+     * restart every ~2 s a 2 s linger would keep every record and fill the table. */
+    o->linger_ms = "500";
+    o->seed = 1;
+}
+
+/* Samples of one latency (ns), growing. */
+struct chaos_samples {
+    uint64_t *v;
+    uint32_t n, cap;
+};
+
+struct chaos_stage {
+    uint32_t kills;            /* SIGKILLs by the storm (and the scenario functions) */
+    uint32_t kills_busy;       /* of which while the stage had work in progress */
+    uint32_t kills_recovering; /* of which before the process was READY */
+    uint32_t armed;            /* starts armed with a failpoint */
+    uint32_t failpoint_deaths; /* processes that killed themselves at their failpoint */
+    uint32_t fenced_exits;     /* resumed zombies that exited 1 */
+    uint32_t unexpected;       /* any other exit: a bug */
+    uint32_t starts;
+    struct chaos_samples restart;   /* kill -> READY */
+    struct chaos_samples exec;      /* fork/exec -> READY */
+    /* the current process */
+    uint64_t kill_ns, spawn_ns;     /* kill of its predecessor (0: none timed), its start */
+    int awaiting_ready;
+    char env[128];                  /* "RS_FAILPOINT=label:n" of the current start, or "" */
+};
+
+/* One request slot: a request in flight and what its callback received. */
+struct chaos_req {
+    struct chaos *ch;
+    uint32_t client, kind;
+    int busy;
+    uint32_t n_deltas, n_finals;
+    int out_of_order;
+    struct rs_client_result res;
+};
+
+struct chaos {
+    struct chaos_opts o;
+    struct rs_harness h;
+    struct rs_wire_generate kinds[CHAOS_MAX_KINDS];
+    struct solo_out refs[CHAOS_MAX_KINDS];
+    rs_client *clients[CHAOS_MAX_CLIENTS];
+    uint32_t in_flight[CHAOS_MAX_CLIENTS];
+    struct chaos_req *reqs;         /* n_clients * per_client slots */
+    uint32_t n_slots;
+    int submitting;                 /* 0 while draining */
+    struct chaos_stage st[RS_PIPE_N_STAGES];
+    uint64_t rng;
+    uint32_t order[RS_PIPE_N_STAGES], n_order, order_pos;
+    uint64_t next_kill_ms;
+    /* requests */
+    uint64_t submitted, completed, lost, duplicated, wrong;
+    uint64_t started_ms;
+};
+
+static inline uint64_t chaos_rand(struct chaos *c)
+{
+    c->rng ^= c->rng << 13, c->rng ^= c->rng >> 7, c->rng ^= c->rng << 17;
+    return c->rng;
+}
+
+static inline void chaos_sample(struct chaos_samples *s, uint64_t v)
+{
+    if (s->n == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 64;
+        uint64_t *nv = realloc(s->v, cap * sizeof(uint64_t));
+        if (nv == NULL)
+            return;
+        s->v = nv, s->cap = cap;
+    }
+    s->v[s->n++] = v;
+}
+
+static inline int chaos_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-quantile (0..1) of s in ms (nearest rank); 0 when empty. Sorts s. */
+static inline double chaos_quantile_ms(struct chaos_samples *s, double q)
+{
+    if (s->n == 0)
+        return 0;
+    qsort(s->v, s->n, sizeof(uint64_t), chaos_cmp_u64);
+    uint32_t k = (uint32_t)(q * (double)s->n + 0.999999);
+    k = k == 0 ? 1 : k > s->n ? s->n : k;
+    return (double)s->v[k - 1] / 1e6;
+}
+
+/* --- checking each request against its solo output ------------------------------------------ */
+
+static inline void chaos_report_mismatch(const struct chaos_req *q, const struct solo_out *ref)
+{
+    const struct rs_client_result *r = &q->res;
+    fprintf(stderr, "chaos: request kind %u on client %u: status %s (%s: %s), finish %s (solo "
+            "%s), %u tokens (solo %u), %u deltas, %u finals, out of order %d\n"
+            "  got:  %s\n  solo: %s\n", q->kind, q->client, rs_client_status_name(r->status),
+            rs_wire_code_name(r->error), r->message, rs_wire_finish_name(r->finish_reason),
+            rs_wire_finish_name(ref->finish), r->n_tokens, ref->n_tokens, q->n_deltas,
+            q->n_finals, q->out_of_order, r->text != NULL ? r->text : "", ref->text);
+}
+
+/* Accounts a finished request: completed (identical), wrong, lost or duplicated. */
+static inline void chaos_account(struct chaos *c, struct chaos_req *q)
+{
+    const struct solo_out *ref = &c->refs[q->kind];
+    const struct rs_client_result *r = &q->res;
+    int stream = c->kinds[q->kind].stream;
+    int same = r->n_tokens == ref->n_tokens &&
+               memcmp(r->tokens, ref->tokens, ref->n_tokens * sizeof(int32_t)) == 0 &&
+               r->text_len == ref->text_len && memcmp(r->text, ref->text, ref->text_len) == 0 &&
+               r->finish_reason == ref->finish && r->usage.completion_tokens == ref->n_tokens &&
+               (stream || q->n_deltas == 0);
+    uint64_t bad = c->lost + c->duplicated + c->wrong;
+    if (r->status != RS_CLIENT_OK)
+        c->lost++;
+    else if (q->out_of_order || q->n_finals != 1)
+        c->duplicated++;
+    else if (!same)
+        c->wrong++;
+    else
+        c->completed++;
+    if (c->lost + c->duplicated + c->wrong > bad && bad < CHAOS_REPORT_MAX)
+        chaos_report_mismatch(q, ref);
+}
+
+static inline void chaos_on_event(const struct rs_client_event *ev)
+{
+    struct chaos_req *q = ev->user;
+    if (q->n_finals > 0 || (ev->kind == RS_CLIENT_EV_DELTA && ev->seq != q->n_deltas) ||
+        (ev->kind == RS_CLIENT_EV_FINAL && ev->status == RS_CLIENT_OK && ev->seq != q->n_deltas))
+        q->out_of_order = 1; /* a repeat or a gap reached the application */
+    q->n_deltas += ev->kind == RS_CLIENT_EV_DELTA;
+    if (rs_client_result_add(&q->res, ev) != RS_OK)
+        q->out_of_order = 1;
+    if (ev->kind != RS_CLIENT_EV_FINAL)
+        return;
+    q->n_finals++;
+    chaos_account(q->ch, q);
+    rs_client_result_fini(&q->res);
+    q->busy = 0;
+    q->ch->in_flight[q->client]--;
+}
+
+/* Keeps every client at per_client requests in flight. */
+static inline void chaos_top_up(struct chaos *c)
+{
+    for (uint32_t i = 0; i < c->n_slots && c->submitting; i++) {
+        struct chaos_req *q = &c->reqs[i];
+        if (q->busy)
+            continue;
+        memset(q, 0, sizeof(*q));
+        q->ch = c;
+        q->client = i / c->o.per_client;
+        q->kind = (uint32_t)(chaos_rand(c) % c->o.n_kinds);
+        if (rs_client_submit(c->clients[q->client], &c->kinds[q->kind], NULL, chaos_on_event, q,
+                             NULL) != RS_OK)
+            continue;
+        q->busy = 1;
+        c->in_flight[q->client]++;
+        c->submitted++;
+    }
+}
+
+/* --- supervising the daemons ----------------------------------------------------------------- */
+
+static const char *const chaos_failpoints[RS_PIPE_N_STAGES][8] = {
+    {"table.claim.after_cas", "arena.append.written", "arena.append.after_publish",
+     "role.start.after_fence", NULL},
+    {"sched.batch.marked", "sched.batch.committed", "sched.apply.row", "sched.apply.done",
+     "sched.finish.moved", "sched.admit.row", "sched.kv.register", "sched.rebuild.record"},
+    {"launcher.step.after_forward", "launcher.row.after_append", "launcher.result.before_commit",
+     "launcher.result.after_commit", "ring.release.before", "arena.append.before_publish",
+     "ring.recover.prod.floor", NULL},
+    {"postprocd.delta_sent", "postprocd.cursor_copied", "postprocd.final_sent",
+     "arena.free.after_record", "role.start.after_fence", NULL},
+};
+
+/* Starts stage s (again) without waiting; env_spec "" or "RS_FAILPOINT=...". */
+static inline int chaos_spawn(struct chaos *c, enum rs_pipe_stage s, uint64_t kill_ns,
+                              const char *env_spec)
+{
+    struct chaos_stage *st = &c->st[s];
+    snprintf(st->env, sizeof(st->env), "%s", env_spec);
+    st->armed += st->env[0] != '\0';
+    st->kill_ns = kill_ns;
+    st->spawn_ns = rs_clock_ns();
+    st->awaiting_ready = 1;
+    st->starts++;
+    if (rs_harness_start_stage(&c->h, s, st->env[0] ? st->env : NULL, 0) != RS_OK) {
+        fprintf(stderr, "chaos: cannot start %s\n", rs_pipe_stage_name(s));
+        return 1;
+    }
+    return 0;
+}
+
+/* Starts stage s again, armed with a random failpoint of its own failpoint_pct of the time. */
+static inline int chaos_restart(struct chaos *c, enum rs_pipe_stage s, uint64_t kill_ns)
+{
+    char env[128] = "";
+    if (chaos_rand(c) % 100 < c->o.failpoint_pct) {
+        uint32_t n = 0;
+        while (n < 8 && chaos_failpoints[s][n] != NULL)
+            n++;
+        const char *label = chaos_failpoints[s][chaos_rand(c) % n];
+        unsigned pass = strncmp(label, "role.", 5) == 0 || strncmp(label, "ring.recover", 12) == 0
+                            ? 1
+                            : 1 + (unsigned)(chaos_rand(c) % 40);
+        snprintf(env, sizeof(env), "RS_FAILPOINT=%s:%u", label, pass);
+    }
+    return chaos_spawn(c, s, kill_ns, env);
+}
+
+/* Notes READY times, reaps daemons that died on their own and restarts them. 0, or 1. */
+static inline int chaos_supervise(struct chaos *c)
+{
+    for (int i = 0; i < RS_PIPE_N_STAGES; i++) {
+        enum rs_pipe_stage s = (enum rs_pipe_stage)i;
+        struct chaos_stage *st = &c->st[s];
+        uint64_t ready = st->awaiting_ready ? rs_harness_ready_ns(&c->h, s) : 0;
+        if (ready != 0) {
+            st->awaiting_ready = 0;
+            if (st->kill_ns != 0)
+                chaos_sample(&st->restart, ready - st->kill_ns);
+            chaos_sample(&st->exec, ready - st->spawn_ns);
+        }
+        int code = rs_harness_wait_exit(&c->h, s, 0);
+        if (code < 0)
+            continue;
+        if (code == 128 + SIGKILL && st->env[0] != '\0') {
+            st->failpoint_deaths++;
+        } else {
+            st->unexpected++;
+            fprintf(stderr, "chaos: %s exited with status %d by itself (%s)\n",
+                    rs_pipe_stage_name(s), code, st->env[0] ? st->env : "no failpoint");
+            rs_harness_dump_logs(&c->h, s);
+        }
+        if (chaos_restart(c, s, 0) != 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether stage s is in the middle of something a kill interrupts (see the file comment). */
+static inline int chaos_busy(struct chaos *c, enum rs_pipe_stage s)
+{
+    struct rs_pipe *v = rs_harness_view(&c->h);
+    struct rs_ring_stats b, r;
+    if (v == NULL || s == RS_PIPE_STAGE_TOKENIZERD)
+        return v != NULL;
+    if (s != RS_PIPE_STAGE_POSTPROCD) {
+        if (rs_ring_check(v->batches, &b) != RS_OK || rs_ring_check(v->results, &r) != RS_OK)
+            return 0;
+        uint64_t held = b.n_state[RS_RING_READING] + b.n_state[RS_RING_IN_FLIGHT];
+        return s == RS_PIPE_STAGE_LAUNCHERD ? held > 0
+                                            : held + b.n_state[RS_RING_COMMITTED] +
+                                                      r.n_state[RS_RING_COMMITTED] > 0;
+    }
+    uint32_t cursor = 0, state;
+    struct rs_table_ref ref;
+    while (rs_table_next(v->requests, &cursor, 1ull << RS_PIPE_REQ_RUNNING, &ref, &state) ==
+           RS_OK) {
+        struct rs_pipe_req *q = rs_pipe_req_at(v, ref.index);
+        struct rs_pipe_cursor *cur = rs_pipe_cursor_cur(q);
+        if ((q->flags & RS_PIPE_F_STREAM) && cur->n_done > 0 && !cur->final_sent)
+            return 1;
+    }
+    return 0;
+}
+
+/* Polls the clients (and supervises) for up to ms milliseconds. 0, or 1 on a failure. */
+static inline int chaos_poll(struct chaos *c, uint32_t ms)
+{
+    uint64_t end = rs_clock_ms() + ms;
+    do {
+        chaos_top_up(c);
+        if (rs_client_poll_set(c->clients, c->o.n_clients, ms < 5 ? (int)ms : 5) < 0 ||
+            chaos_supervise(c) != 0)
+            return 1;
+    } while (rs_clock_ms() < end);
+    return 0;
+}
+
+/* SIGKILLs stage s (waiting up to 100 ms for it to be busy), reaps it, starts it again. */
+static inline int chaos_kill(struct chaos *c, enum rs_pipe_stage s)
+{
+    struct chaos_stage *st = &c->st[s];
+    int busy = 0;
+    for (uint64_t end = rs_clock_ms() + 100; !(busy = chaos_busy(c, s)) && rs_clock_ms() < end;)
+        if (rs_client_poll_set(c->clients, c->o.n_clients, 1) < 0)
+            return 1;
+    int recovering = rs_harness_ready_ns(&c->h, s) == 0;
+    uint64_t t = rs_clock_ns();
+    rs_harness_signal(&c->h, s, SIGKILL);
+    st->kills++;
+    st->kills_busy += busy;
+    st->kills_recovering += recovering;
+    if (c->o.verbose)
+        fprintf(stderr, "chaos: %6.1f s kill %s%s%s\n",
+                (double)(rs_clock_ms() - c->started_ms) / 1000, rs_pipe_stage_name(s),
+                busy ? " (busy)" : "", recovering ? " (recovering)" : "");
+    return chaos_restart(c, s, recovering ? 0 : t);
+}
+
+/* The next stage to kill: every stage of the mask once per round, in shuffled order. */
+static inline enum rs_pipe_stage chaos_next_stage(struct chaos *c)
+{
+    if (c->order_pos == c->n_order) {
+        c->n_order = 0;
+        for (int s = 0; s < RS_PIPE_N_STAGES; s++)
+            if (c->o.stage_mask & (1u << s))
+                c->order[c->n_order++] = (uint32_t)s;
+        for (uint32_t i = c->n_order; i > 1; i--) {
+            uint32_t j = (uint32_t)(chaos_rand(c) % i), t = c->order[i - 1];
+            c->order[i - 1] = c->order[j], c->order[j] = t;
+        }
+        c->order_pos = 0;
+    }
+    return (enum rs_pipe_stage)c->order[c->order_pos++];
+}
+
+/* --- the run ------------------------------------------------------------------------------- */
+
+/* Computes the solo outputs, starts the instance and the clients. 0, RS_TEST_SKIP-free 1. */
+static inline int chaos_start(struct chaos *c, const struct chaos_opts *o)
+{
+    struct solo_ref s;
+    memset(c, 0, sizeof(*c));
+    c->o = *o;
+    c->rng = o->seed * 2654435761u + 1;
+    if (o->n_clients == 0 || o->n_clients > CHAOS_MAX_CLIENTS || o->n_kinds == 0 ||
+        o->n_kinds > CHAOS_MAX_KINDS || o->per_client == 0 || solo_open(&s, o->model, o->n_ctx))
+        return 1;
+    int failed = 0;
+    for (uint32_t i = 0; i < o->n_kinds && !failed; i++) {
+        solo_mixed_request(&c->kinds[i], i, o->max_output);
+        failed = solo_run(&s, &c->kinds[i], &c->refs[i]) != 0;
+    }
+    solo_close(&s);
+    c->n_slots = o->n_clients * o->per_client;
+    c->reqs = calloc(c->n_slots, sizeof(*c->reqs));
+    if (failed || c->reqs == NULL)
+        return 1;
+    if (o->doorbell_fault != NULL)
+        setenv("RS_DOORBELL_FAULT", o->doorbell_fault, 1);
+    struct rs_harness_opts ho = {0};
+    ho.model = o->model;
+    ho.n_ctx = o->n_ctx;
+    ho.max_requests = 1024; /* a few hundred requests/s linger after their final */
+    ho.ready_timeout_ms = 60000;
+    ho.extra[RS_PIPE_STAGE_POSTPROCD][0] = "--linger-ms";
+    ho.extra[RS_PIPE_STAGE_POSTPROCD][1] = o->linger_ms;
+    if (rs_harness_start(&c->h, &ho) != RS_OK)
+        return 1;
+    for (uint32_t i = 0; i < o->n_clients; i++) {
+        struct rs_client_opts co;
+        rs_client_opts_default(&co);
+        co.rundir = c->h.rundir;
+        co.request_timeout_ms = 600000;
+        if (rs_client_create(&co, &c->clients[i]) != RS_OK)
+            return 1;
+    }
+    c->started_ms = rs_clock_ms();
+    c->submitting = 1;
+    return 0;
+}
+
+/* Runs the load for ms milliseconds with the kill storm (when kill_max_ms > 0). */
+static inline int chaos_storm(struct chaos *c, uint64_t ms)
+{
+    uint64_t end = rs_clock_ms() + ms;
+    const struct chaos_opts *o = &c->o;
+    c->next_kill_ms = rs_clock_ms() + o->kill_min_ms;
+    while (rs_clock_ms() < end) {
+        if (chaos_poll(c, 5) != 0)
+            return 1;
+        if (o->kill_max_ms == 0 || o->stage_mask == 0 || rs_clock_ms() < c->next_kill_ms)
+            continue;
+        if (chaos_kill(c, chaos_next_stage(c)) != 0)
+            return 1;
+        c->next_kill_ms = rs_clock_ms() + o->kill_min_ms +
+                          chaos_rand(c) % (o->kill_max_ms - o->kill_min_ms + 1);
+    }
+    return 0;
+}
+
+/* Stops submitting and waits (up to limit_ms) for every request's final. 0 when all came. */
+static inline int chaos_drain(struct chaos *c, uint32_t limit_ms)
+{
+    uint64_t end = rs_clock_ms() + limit_ms;
+    c->submitting = 0;
+    for (;;) {
+        uint32_t left = 0;
+        for (uint32_t i = 0; i < c->o.n_clients; i++)
+            left += c->in_flight[i];
+        if (left == 0)
+            return 0;
+        if (rs_clock_ms() >= end) {
+            fprintf(stderr, "chaos: %u requests never finished\n", left);
+            c->lost += left;
+            return 1;
+        }
+        if (chaos_poll(c, 20) != 0)
+            return 1;
+    }
+}
+
+/*
+ * Waits until every stage runs READY and the table is empty (the linger is
+ * over), then audits. Returns the audit's findings (0 = clean).
+ */
+static inline int chaos_audit(struct chaos *c, struct rs_harness_audit *a)
+{
+    struct rs_table_stats ts = {0};
+    for (uint64_t end = rs_clock_ms() + 20000; rs_clock_ms() < end;) {
+        struct rs_pipe *v = rs_harness_view(&c->h);
+        int ready = 1;
+        for (int s = 0; s < RS_PIPE_N_STAGES; s++)
+            ready &= rs_harness_ready_ns(&c->h, (enum rs_pipe_stage)s) != 0;
+        if (ready && v != NULL && rs_table_check(v->requests, &ts) == RS_OK &&
+            ts.n_state[RS_TABLE_FREE] == ts.n_records)
+            break;
+        if (chaos_poll(c, 50) != 0)
+            return 1;
+    }
+    chaos_poll(c, 100); /* the last chunk unlinks, schedulerd's next gauges */
+    return rs_harness_audit(&c->h, a);
+}
+
+/* Client-side counters summed over the clients. */
+static inline void chaos_client_stats(const struct chaos *c, struct rs_client_stats *sum)
+{
+    memset(sum, 0, sizeof(*sum));
+    for (uint32_t i = 0; i < c->o.n_clients && c->clients[i] != NULL; i++) {
+        struct rs_client_stats st;
+        rs_client_stats(c->clients[i], &st);
+        sum->duplicates += st.duplicates, sum->gaps += st.gaps, sum->resumes += st.resumes;
+        sum->gen_resent += st.gen_resent, sum->reconnects += st.reconnects;
+        sum->deltas += st.deltas;
+    }
+}
+
+/* Requests tokenizerd accepted: one handle each (1, 2, ...), next_handle counts them. */
+static inline uint64_t chaos_accepted(struct chaos *c)
+{
+    struct rs_pipe *v = rs_harness_view(&c->h);
+    return v != NULL ? atomic_load(&v->shared->next_handle) : 0;
+}
+
+static inline void chaos_print(struct chaos *c, FILE *f)
+{
+    struct rs_client_stats cs;
+    chaos_client_stats(c, &cs);
+    fprintf(f, "%-10s %6s %6s %6s %6s %6s %6s %7s %7s %7s %7s\n", "stage", "kills", "busy",
+            "recov", "armed", "fp", "odd", "rst_p50", "rst_p99", "exe_p50", "exe_p99");
+    for (int s = 0; s < RS_PIPE_N_STAGES; s++) {
+        struct chaos_stage *st = &c->st[s];
+        fprintf(f, "%-10s %6u %6u %6u %6u %6u %6u %7.1f %7.1f %7.1f %7.1f\n",
+                rs_pipe_stage_name((enum rs_pipe_stage)s), st->kills, st->kills_busy,
+                st->kills_recovering, st->armed, st->failpoint_deaths, st->unexpected,
+                chaos_quantile_ms(&st->restart, 0.5), chaos_quantile_ms(&st->restart, 0.99),
+                chaos_quantile_ms(&st->exec, 0.5), chaos_quantile_ms(&st->exec, 0.99));
+    }
+    fprintf(f, "(busy: killed mid-work; recov: killed before READY; armed: starts with a "
+            "failpoint; fp: deaths at it; odd: other exits; rst: kill -> READY ms; exe: exec -> "
+            "READY ms)\n");
+    fprintf(f, "requests: %llu submitted, %llu completed identical, %llu lost, %llu duplicated, "
+            "%llu wrong; %llu accepted by tokenizerd\n", (unsigned long long)c->submitted,
+            (unsigned long long)c->completed, (unsigned long long)c->lost,
+            (unsigned long long)c->duplicated, (unsigned long long)c->wrong,
+            (unsigned long long)chaos_accepted(c));
+    fprintf(f, "clients: %llu deltas delivered, %llu repeats dropped, %llu gaps resumed (%llu "
+            "resumes), %llu generates resent, %llu reconnects\n",
+            (unsigned long long)cs.deltas, (unsigned long long)cs.duplicates,
+            (unsigned long long)cs.gaps, (unsigned long long)cs.resumes,
+            (unsigned long long)cs.gen_resent, (unsigned long long)cs.reconnects);
+}
+
+/* Stops everything and frees what c holds (keep_logs: leave the daemons' logs). */
+static inline void chaos_stop(struct chaos *c, int keep_logs)
+{
+    for (uint32_t i = 0; i < CHAOS_MAX_CLIENTS; i++)
+        rs_client_destroy(&c->clients[i]);
+    rs_harness_stop(&c->h, keep_logs);
+    if (c->o.doorbell_fault != NULL)
+        unsetenv("RS_DOORBELL_FAULT");
+    for (uint32_t i = 0; i < c->n_slots; i++)
+        rs_client_result_fini(&c->reqs[i].res);
+    free(c->reqs);
+    for (uint32_t i = 0; i < CHAOS_MAX_KINDS; i++)
+        solo_out_fini(&c->refs[i]);
+    for (int s = 0; s < RS_PIPE_N_STAGES; s++) {
+        free(c->st[s].restart.v);
+        free(c->st[s].exec.v);
+    }
+    memset(c, 0, sizeof(*c));
+}
+
+#endif
