@@ -52,7 +52,8 @@ struct rs_model_opts {
     unsigned idle_spin_us;      /* spin before sleeping between steps; 0 = sleep at once */
     int tp;                     /* tensor-parallel shards (0, 1: none): heads and FFN columns split
                                    in tp, the Wo and Wdown partial sums all-reduced in shard order;
-                                   CPU: shards over the pool's threads (launcherd/README.md) */
+                                   CPU: shards over the pool's threads; see launcherd/cuda/
+                                   README.md, "Tensor parallelism" */
 };
 
 /* Defaults: cpu backend, all CPUs, auto ISA, 4096 tokens, 50 us barrier spin, no idle spin. */
