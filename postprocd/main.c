@@ -16,6 +16,7 @@
 #include "common/daemon.h"
 #include "common/detok.h"
 #include "common/log.h"
+#include "common/placement.h"
 #include "common/stopstr.h"
 #include "ipc/rundir.h"
 #include "postprocd/postd.h"
@@ -29,6 +30,7 @@ struct args {
     struct rs_pipe_front_opts front;
     char rundir[RS_PIPE_FRONT_PATH_MAX];
     uint64_t linger_ms, client_timeout_ms;
+    struct rs_place_opts place; /* --cpus / --numa */
 };
 
 static void usage(FILE *f)
@@ -36,13 +38,13 @@ static void usage(FILE *f)
     fprintf(f, "usage: postprocd --model PATH [options]\n"
                "Turns generated tokens into text deltas and streams them to clients\n"
                "(ipc/PROTOCOL.md); finishes requests on stop strings.\n\n"
-               "%s\n%s"
+               "%s\n%s%s"
                "postprocd options:\n"
                "  --linger-ms N            keep a finished request N ms for resume (default 2000)\n"
                "  --client-timeout-ms N    abort a request whose client is unreachable this long\n"
                "                           (default 30000)\n"
                "  --help                   this text\n",
-            rs_pipe_options_help(), rs_pipe_front_options_help());
+            rs_pipe_options_help(), rs_pipe_front_options_help(), rs_place_options_help());
 }
 
 static int parse_ms(const char *opt, const char *val, uint64_t *out, char *err, size_t len)
@@ -83,6 +85,7 @@ static int parse_args(int argc, char **argv, struct args *a)
     a->rundir[0] = '\0';
     a->linger_ms = 2000;
     a->client_timeout_ms = 30000;
+    rs_place_opts_default(&a->place);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -94,6 +97,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             r = rs_pipe_front_parse_option(&a->front, argc, argv, &i, err, sizeof(err));
         if (r == 0)
             r = own_option(a, argc, argv, &i, err, sizeof(err));
+        if (r == 0)
+            r = rs_place_parse_option(&a->place, argc, argv, &i, err, sizeof(err));
         if (r == 0)
             snprintf(err, sizeof(err), "unknown option '%s' (see --help)", argv[i]);
         if (r <= 0) {
@@ -224,6 +229,8 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc != 0)
         return rc == 1 ? 0 : rc;
+    if ((rc = rs_place_daemon("postprocd", RS_PLACE_OTHER, &a.place)) != 0)
+        return rc;
     void *zctx = zmq_ctx_new();
     struct postd d;
     memset(&d, 0, sizeof(d));

@@ -15,6 +15,7 @@
 
 #include "common/daemon.h"
 #include "common/log.h"
+#include "common/placement.h"
 #include "ipc/pipeline_door.h"
 #include "ipc/rundir.h"
 #include "schedulerd/sched.h"
@@ -28,15 +29,17 @@ static void usage(FILE *f)
                "Plans iteration-level batches (chunked prefill mixed with decodes) over a\n"
                "paged KV block pool with prefix caching and recompute preemption.\n\n%s"
                "  --group NAME             runtime directory group, as the frontends' --group\n"
+               "%s"
                "  --help                   this text\n",
-               rs_pipe_options_help());
+               rs_pipe_options_help(), rs_place_options_help());
 }
 
 /* 0 ok, 1 --help printed, 2 bad arguments (reported). */
 static int parse_args(int argc, char **argv, struct rs_pipe_config *cfg, char *rundir,
-                      size_t rundir_len, char *group, size_t group_len)
+                      size_t rundir_len, char *group, size_t group_len, struct rs_place_opts *place)
 {
     char err[512];
+    rs_place_opts_default(place);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -51,6 +54,8 @@ static int parse_args(int argc, char **argv, struct rs_pipe_config *cfg, char *r
             continue;
         }
         int r = rs_pipe_parse_option(cfg, rundir, rundir_len, argc, argv, &i, err, sizeof(err));
+        if (r == 0)
+            r = rs_place_parse_option(place, argc, argv, &i, err, sizeof(err));
         if (r < 0) {
             fprintf(stderr, "schedulerd: %s\n", err);
             return 2;
@@ -117,9 +122,12 @@ int main(int argc, char **argv)
     struct rs_pipe_config cfg;
     char rundir[RS_RUNDIR_PATH_MAX + 1] = "", err[512], group[64] = "";
     rs_pipe_config_default(&cfg);
-    int a = parse_args(argc, argv, &cfg, rundir, sizeof(rundir), group, sizeof(group));
+    struct rs_place_opts place;
+    int a = parse_args(argc, argv, &cfg, rundir, sizeof(rundir), group, sizeof(group), &place);
     if (a != 0)
         return a == 1 ? 0 : 2;
+    if ((a = rs_place_daemon("schedulerd", RS_PLACE_OTHER, &place)) != 0)
+        return a;
     if (rundir[0] == '\0')
         rs_pipe_default_rundir(cfg.instance, rundir, sizeof(rundir));
     struct rs_pipe *p = NULL;

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/log.h"
+#include "common/placement.h"
 #include "ipc/rundir.h"
 #include "tokenizerd/tokd.h"
 
@@ -25,6 +26,7 @@ struct args {
     struct rs_pipe_config cfg;
     struct rs_pipe_front_opts front;
     char rundir[RS_PIPE_FRONT_PATH_MAX];
+    struct rs_place_opts place; /* --cpus / --numa */
 };
 
 static void usage(FILE *f)
@@ -32,8 +34,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: tokenizerd --model PATH [options]\n"
                "Accepts generate/cancel requests from clients (ipc/PROTOCOL.md), tokenizes them\n"
                "with the model's vocab and commits them to shared memory for schedulerd.\n\n"
-               "%s\n%s  --help                   this text\n",
-            rs_pipe_options_help(), rs_pipe_front_options_help());
+               "%s\n%s%s  --help                   this text\n",
+            rs_pipe_options_help(), rs_pipe_front_options_help(), rs_place_options_help());
 }
 
 /* 0 on success, 2 after printing the problem (or 1 for --help, which exits 0). */
@@ -42,6 +44,7 @@ static int parse_args(int argc, char **argv, struct args *a)
     char err[512];
     rs_pipe_config_default(&a->cfg);
     rs_pipe_front_opts_init(&a->front);
+    rs_place_opts_default(&a->place);
     a->rundir[0] = '\0';
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -52,6 +55,8 @@ static int parse_args(int argc, char **argv, struct args *a)
                                      sizeof(err));
         if (r == 0)
             r = rs_pipe_front_parse_option(&a->front, argc, argv, &i, err, sizeof(err));
+        if (r == 0)
+            r = rs_place_parse_option(&a->place, argc, argv, &i, err, sizeof(err));
         if (r == 0)
             snprintf(err, sizeof(err), "unknown option '%s' (see --help)", argv[i]);
         if (r <= 0) {
@@ -156,6 +161,8 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc != 0)
         return rc == 1 ? 0 : rc;
+    if ((rc = rs_place_daemon("tokenizerd", RS_PLACE_OTHER, &a.place)) != 0)
+        return rc;
     void *zctx = zmq_ctx_new();
     struct tokd t;
     memset(&t, 0, sizeof(t));
