@@ -72,14 +72,17 @@ void rs_place_describe(const rs_place *p, char *buf, size_t len);
 int rs_place_n_nodes(const rs_place *p);
 
 /*
- * The NUMA node (kernel number) nearest the PCI device with bus id `busid`
- * ("0000:17:00.0", as cudaDeviceGetPCIBusId writes it), or -1 when the
- * device is unknown or the host has one node.
+ * The NUMA node (kernel number) of the PCI device with bus id `busid`
+ * ("0000:17:00.0"; upper-case hex as cudaDeviceGetPCIBusId writes it is
+ * fine), from sysfs, or -1 when the device is unknown or the host has one node.
  */
 int rs_place_pci_node(const rs_place *p, const char *busid);
 
-/* The node of the first NVIDIA GPU hwloc sees (vendor 0x10de, display class), or -1. */
+/* The node of the first NVIDIA GPU in sysfs (vendor 0x10de, display class), or -1. */
 int rs_place_gpu_node(const rs_place *p);
+
+/* Tests: read PCI devices from dir (a fake /sys/bus/pci/devices) instead of sysfs. */
+void rs_place_set_pci_root(rs_place *p, const char *dir);
 
 /* A stage's placement. */
 struct rs_place_plan {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "common/placement.h"
 #include "tests/rs_test.h"
@@ -282,6 +283,60 @@ static int test_setup_refuses_a_missing_node(void)
     return 0;
 }
 
+/* A fake sysfs PCI device: vendor, class and NUMA node files. */
+static int fake_dev(const char *root, const char *dev, const char *vendor, const char *cls,
+                    const char *node)
+{
+    char path[512];
+    const char *names[3] = {"vendor", "class", "numa_node"}, *vals[3] = {vendor, cls, node};
+    snprintf(path, sizeof(path), "%s/%s", root, dev);
+    if (mkdir(path, 0700) != 0)
+        return 1;
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/%s/%s", root, dev, names[i]);
+        FILE *f = fopen(path, "w");
+        if (f == NULL)
+            return 1;
+        fprintf(f, "%s\n", vals[i]);
+        fclose(f);
+    }
+    return 0;
+}
+
+static int test_gpus_found_in_sysfs_with_their_node(void)
+{
+    char root[512], line[1024];
+    snprintf(root, sizeof(root), "%s/pci", rs_test_tmpdir());
+    RS_CHECK(mkdir(root, 0700) == 0);
+    RS_CHECK(fake_dev(root, "0000:00:02.0", "0x1af4", "0x020000", "0") == 0); /* a NIC */
+    RS_CHECK(fake_dev(root, "0000:65:00.0", "0x10de", "0x030200", "0") == 0);
+    RS_CHECK(fake_dev(root, "0000:17:00.0", "0x10de", "0x030200", "1") == 0);
+    RS_CHECK(fake_dev(root, "0000:18:00.0", "0x10de", "0x040300", "1") == 0); /* NVIDIA audio */
+    rs_place *p;
+    struct rs_place_plan pl;
+    RS_CHECK(rs_place_create_synthetic("pack:2 numa:1 core:4 pu:1", &p) == RS_OK);
+    RS_CHECK(rs_place_gpu_node(p) == -1); /* synthetic: no devices until pointed at some */
+    rs_place_set_pci_root(p, root);
+    RS_CHECK(rs_place_gpu_node(p) == 1); /* the first GPU in bus order */
+    RS_CHECK(rs_place_pci_node(p, "0000:65:00.0") == 0);
+    RS_CHECK(rs_place_pci_node(p, "0000:17:00.0") == 1);
+    RS_CHECK(rs_place_pci_node(p, "0000:9A:00.0") == -1);
+    RS_CHECK(rs_place_pci_node(p, "../../etc") == -1);
+    rs_place_describe(p, line, sizeof(line));
+    RS_CHECK_MSG(strstr(line, "GPUs 0000:17:00.0 (node 1), 0000:65:00.0 (node 0)") &&
+                     !strstr(line, "18:00") && !strstr(line, "00:02"),
+                 "%s", line);
+    RS_CHECK(plan(p, RS_PLACE_LAUNCHER, "", -1, rs_place_gpu_node(p), &pl) == RS_OK);
+    RS_CHECK(strcmp(pl.cpus, "4-7") == 0 && pl.node == 1);
+    rs_place_destroy(&p);
+    /* One NUMA node: the GPU's node means nothing there. */
+    RS_CHECK(rs_place_create_synthetic("numa:1 core:2 pu:1", &p) == RS_OK);
+    rs_place_set_pci_root(p, root);
+    RS_CHECK(rs_place_gpu_node(p) == -1);
+    rs_place_destroy(&p);
+    return 0;
+}
+
 static int test_daemon_helper_returns_exit_codes(void)
 {
     struct rs_place_opts o;
@@ -296,6 +351,7 @@ static int test_daemon_helper_returns_exit_codes(void)
 }
 
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_gpus_found_in_sysfs_with_their_node),
     RS_TEST(test_daemon_helper_returns_exit_codes),
     RS_TEST(test_parse_flags),
     RS_TEST(test_two_sockets_launcher_takes_gpu_node),
