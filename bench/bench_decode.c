@@ -44,15 +44,15 @@ static void *bw_thread(void *a)
     return NULL;
 }
 
-/* Best of 3 streaming reads of 1 GiB split over n threads, in bytes/s. */
-static double measure_bandwidth(int n)
+/* Best of `reps` streaming reads of 1 GiB split over n threads, in bytes/s. */
+static double measure_bandwidth(int n, int reps)
 {
     uint64_t *buf = malloc(BW_BYTES);
     if (buf == NULL)
         return 0;
     memset(buf, 1, BW_BYTES);
     double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < reps; rep++) {
         pthread_t th[64];
         struct bw_arg args[64];
         size_t words = BW_BYTES / 8, per = words / (size_t)n;
@@ -303,7 +303,7 @@ int main(int argc, char **argv)
                a.batches[i], a.context, a.context + a.steps, tps, last_cpus);
     }
     int n_bw = o.n_threads > 0 ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    double bw = measure_bandwidth(n_bw);
+    double bw = measure_bandwidth(n_bw, a.reps > 3 ? a.reps : 3);
     printf("weights read per token: %.1f MB; memory bandwidth (%d-thread read): %.1f GB/s\n",
            wbytes / 1e6, n_bw, bw / 1e9);
     if (tps1 > 0)
