@@ -303,6 +303,7 @@ int main(int argc, char **argv)
                a.batches[i], a.context, a.context + a.steps, tps, last_cpus);
     }
     int n_bw = o.n_threads > 0 ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    n_bw = n_bw < 1 ? 1 : n_bw > 64 ? 64 : n_bw; /* bw_thread array size */
     double bw = measure_bandwidth(n_bw, a.reps > 3 ? a.reps : 3);
     printf("weights read per token: %.1f MB; memory bandwidth (%d-thread read): %.1f GB/s\n",
            wbytes / 1e6, n_bw, bw / 1e9);
