@@ -279,6 +279,7 @@ int main(int argc, char **argv)
     }
     const struct rs_model_hparams *hp = rs_model_hparams(m);
     uint32_t longest = a.prompt > a.context + a.steps ? a.prompt : a.context + a.steps;
+    longest = longest < 64 ? 64 : longest; /* the warm-up prompt */
     int most = 1;
     for (int i = 0; i < a.nb; i++)
         most = a.batches[i] > most ? a.batches[i] : most;
