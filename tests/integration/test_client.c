@@ -298,6 +298,65 @@ static int test_cancel_mid_stream_ends_with_abort(void)
     return 0;
 }
 
+static int test_refused_request_ends_with_the_servers_error(void)
+{
+    struct rs_harness h;
+    char model[512];
+    struct rs_wire_generate g;
+    struct rec r;
+    memset(&r, 0, sizeof(r));
+    int rc = start(&h, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    rs_client *c = client_of(&h);
+    RS_CHECK(c != NULL);
+    greedy(&g, "Once upon a time", 8, false);
+    g.has |= RS_WIRE_GEN_TOP_P;
+    g.top_p = 1.5f; /* the client passes it on; tokenizerd's validator refuses it */
+    RS_CHECK(rs_client_submit(c, &g, NULL, on_event, &r, NULL) == RS_OK);
+    int ok = wait_final(c, &r, 30000) == 0;
+    int in_flight = rs_client_in_flight(c);
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, 0);
+    RS_CHECK(ok && r.n_deltas == 0);
+    RS_CHECK_MSG(r.res.status == RS_CLIENT_REFUSED && r.res.error == RS_WIRE_INVALID_PARAM,
+                 "status %s, error %s", rs_client_status_name(r.res.status),
+                 rs_wire_code_name(r.res.error));
+    RS_CHECK_MSG(strstr(r.res.message, "top_p") != NULL, "message: %s", r.res.message);
+    RS_CHECK(in_flight == 0);
+    rs_client_result_fini(&r.res);
+    return 0;
+}
+
+static int test_cancel_before_ack_ends_with_abort(void)
+{
+    struct rs_harness h;
+    char model[512], id[RS_CLIENT_ID_CAP];
+    struct rs_wire_generate g;
+    struct rec r;
+    memset(&r, 0, sizeof(r));
+    int rc = start(&h, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    rs_client *c = client_of(&h);
+    RS_CHECK(c != NULL);
+    greedy(&g, "Once upon a time", CTX - 16, true);
+    /* No poll between the two calls: the cancel is issued before any ack can arrive, so the
+     * library must hold it and send it after the ack. */
+    RS_CHECK(rs_client_submit(c, &g, NULL, on_event, &r, id) == RS_OK);
+    RS_CHECK(rs_client_cancel(c, id) == RS_OK);
+    RS_CHECK(rs_client_cancel(c, "no-such-request") == RS_ENOENT);
+    int ok = wait_final(c, &r, 60000) == 0;
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, 0);
+    RS_CHECK(ok && !r.out_of_order && r.res.status == RS_CLIENT_OK);
+    RS_CHECK_MSG(r.res.finish_reason == RS_WIRE_FINISH_ABORT, "finish_reason %s after %u tokens",
+                 rs_wire_finish_name(r.res.finish_reason), r.res.n_tokens);
+    RS_CHECK(r.res.n_tokens < CTX - 16);
+    rs_client_result_fini(&r.res);
+    return 0;
+}
+
 /* Submits g on c and returns once tokenizerd was handed the generate. */
 static int submit_sent(rs_client *c, const struct rs_wire_generate *g, struct rec *r)
 {
@@ -645,6 +704,8 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_cli_greedy_from_bos_prints_published_text),
     RS_TEST(test_concurrent_clients_get_their_solo_output),
     RS_TEST(test_cancel_mid_stream_ends_with_abort),
+    RS_TEST(test_refused_request_ends_with_the_servers_error),
+    RS_TEST(test_cancel_before_ack_ends_with_abort),
     RS_TEST(test_tokenizerd_killed_before_ack_runs_request_once),
     RS_TEST(test_tokenizerd_killed_mid_intake_runs_request_once),
     RS_TEST(test_tokenizerd_killed_at_random_moments_runs_each_request_once),
