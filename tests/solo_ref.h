@@ -49,11 +49,11 @@ struct solo_ref {
 /* What one request produces when it runs alone. */
 struct solo_out {
     uint32_t n_prompt;
-    int32_t *tokens;              /* output token ids (owned) */
+    int32_t *tokens; /* output token ids (owned) */
     uint32_t n_tokens;
-    char *text;                   /* the whole output text, NUL-terminated (owned) */
+    char *text; /* the whole output text, NUL-terminated (owned) */
     size_t text_len;
-    enum rs_wire_finish finish;   /* stop or length */
+    enum rs_wire_finish finish; /* stop or length */
 };
 
 static inline void solo_close(struct solo_ref *s)
@@ -138,10 +138,15 @@ static inline void solo_params(const struct solo_ref *s, const struct rs_wire_ge
                                uint32_t n_prompt, struct rs_sampling_params *sp,
                                struct rs_stop_params *st)
 {
-    *sp = (struct rs_sampling_params){
-        .temperature = g->temperature, .top_k = g->top_k, .top_p = g->top_p, .min_p = g->min_p,
-        .repetition_penalty = g->repetition_penalty, .presence_penalty = g->presence_penalty,
-        .frequency_penalty = g->frequency_penalty, .seed = g->seed, .n_logprobs = 0};
+    *sp = (struct rs_sampling_params){.temperature = g->temperature,
+                                      .top_k = g->top_k,
+                                      .top_p = g->top_p,
+                                      .min_p = g->min_p,
+                                      .repetition_penalty = g->repetition_penalty,
+                                      .presence_penalty = g->presence_penalty,
+                                      .frequency_penalty = g->frequency_penalty,
+                                      .seed = g->seed,
+                                      .n_logprobs = 0};
     uint32_t room = s->n_ctx - n_prompt;
     memset(st, 0, sizeof(*st));
     st->max_tokens = g->max_tokens != 0 && g->max_tokens < room ? g->max_tokens : room;
@@ -192,8 +197,7 @@ static inline int solo_text(struct solo_ref *s, struct solo_out *o)
  * (printed); RS_EUNSUPPORTED for stop strings, logprobs or a sampled
  * request without a seed.
  */
-static inline int solo_run(struct solo_ref *s, const struct rs_wire_generate *g,
-                           struct solo_out *o)
+static inline int solo_run(struct solo_ref *s, const struct rs_wire_generate *g, struct solo_out *o)
 {
     struct rs_sampling_params sp;
     struct rs_stop_params st;
@@ -223,8 +227,8 @@ static inline int solo_run(struct solo_ref *s, const struct rs_wire_generate *g,
         s->list[o->n_prompt + k] = tok;
         o->tokens[o->n_tokens++] = tok;
         why = rs_stop_check(&st, s->eog, s->n_eog, tok, o->n_prompt, (uint64_t)k + 1, s->n_ctx);
-        seq = (struct rs_model_seq){&s->list[o->n_prompt + k], 1, o->n_prompt + k, s->table,
-                                    s->n_blocks, 1};
+        seq = (struct rs_model_seq){
+            &s->list[o->n_prompt + k], 1, o->n_prompt + k, s->table, s->n_blocks, 1};
     }
     if (o->tokens == NULL)
         return 1;
@@ -234,9 +238,18 @@ static inline int solo_run(struct solo_ref *s, const struct rs_wire_generate *g,
 
 /* Prompts for mixed loads: BOS alone, short and longer story openings. */
 static const char *const solo_prompts[] = {
-    "",          "Once upon a time", "The dog",  "Lily and Tom", "One day, a little girl",
-    "The sun was", "A little bird",  "Tim had a", "There was a big", "Mom said",
-    "The cat sat on the mat and", "Ben wanted to play with his red ball, but",
+    "",
+    "Once upon a time",
+    "The dog",
+    "Lily and Tom",
+    "One day, a little girl",
+    "The sun was",
+    "A little bird",
+    "Tim had a",
+    "There was a big",
+    "Mom said",
+    "The cat sat on the mat and",
+    "Ben wanted to play with his red ball, but",
 };
 #define SOLO_N_PROMPTS (sizeof(solo_prompts) / sizeof(solo_prompts[0]))
 

@@ -33,28 +33,28 @@
 #include "tests/pipeline_harness.h"
 #include "tests/solo_ref.h"
 
-#define CHAOS_MAX_CLIENTS 64
-#define CHAOS_MAX_KINDS 256
-#define CHAOS_REPORT_MAX 5 /* mismatches printed in full */
+#define PCHAOS_MAX_CLIENTS 64
+#define PCHAOS_MAX_KINDS 256
+#define PCHAOS_REPORT_MAX 5 /* mismatches printed in full */
 
-struct chaos_opts {
-    const char *model;          /* GGUF path */
-    uint32_t n_ctx;             /* --ctx (512 for stories260K) */
-    uint32_t n_clients;         /* clients, each its own routing id */
-    uint32_t per_client;        /* requests each keeps in flight */
-    uint32_t n_kinds;           /* distinct requests (solo_mixed_request 0..n-1) */
-    uint32_t max_output;        /* span of max_tokens: 8 .. 8 + max_output - 1 */
+struct pchaos_opts {
+    const char *model;                 /* GGUF path */
+    uint32_t n_ctx;                    /* --ctx (512 for stories260K) */
+    uint32_t n_clients;                /* clients, each its own routing id */
+    uint32_t per_client;               /* requests each keeps in flight */
+    uint32_t n_kinds;                  /* distinct requests (solo_mixed_request 0..n-1) */
+    uint32_t max_output;               /* span of max_tokens: 8 .. 8 + max_output - 1 */
     uint32_t kill_min_ms, kill_max_ms; /* interval between kills; kill_max_ms 0 = no kills */
-    unsigned stage_mask;        /* stages the storm kills (bit per enum rs_pipe_stage) */
-    uint32_t failpoint_pct;     /* % of restarts armed with one of the stage's failpoints */
+    unsigned stage_mask;               /* stages the storm kills (bit per enum rs_pipe_stage) */
+    uint32_t failpoint_pct;            /* % of restarts armed with one of the stage's failpoints */
     const char *doorbell_fault; /* NULL, "drop" or "dup": RS_DOORBELL_FAULT of every daemon */
     const char *linger_ms;      /* postprocd --linger-ms (text) */
     uint64_t seed;
-    int verbose;                /* print each kill */
+    int verbose; /* print each kill */
 };
 
 /* Fills o with the chaos test's load: 8 clients x 2 requests, 24 kinds, kills every 200-800 ms. */
-static inline void chaos_opts_default(struct chaos_opts *o, const char *model)
+static inline void pchaos_opts_default(struct pchaos_opts *o, const char *model)
 {
     memset(o, 0, sizeof(*o));
     o->model = model;
@@ -74,12 +74,12 @@ static inline void chaos_opts_default(struct chaos_opts *o, const char *model)
 }
 
 /* Samples of one latency (ns), growing. */
-struct chaos_samples {
+struct pchaos_samples {
     uint64_t *v;
     uint32_t n, cap;
 };
 
-struct chaos_stage {
+struct pchaos_stage {
     uint32_t kills;            /* SIGKILLs by the storm (and the scenario functions) */
     uint32_t kills_busy;       /* of which while the stage had work in progress */
     uint32_t kills_recovering; /* of which before the process was READY */
@@ -88,17 +88,17 @@ struct chaos_stage {
     uint32_t fenced_exits;     /* resumed zombies that exited 1 */
     uint32_t unexpected;       /* any other exit: a bug */
     uint32_t starts;
-    struct chaos_samples restart;   /* kill -> READY */
-    struct chaos_samples exec;      /* fork/exec -> READY */
+    struct pchaos_samples restart; /* kill -> READY */
+    struct pchaos_samples exec;    /* fork/exec -> READY */
     /* the current process */
-    uint64_t kill_ns, spawn_ns;     /* kill of its predecessor (0: none timed), its start */
+    uint64_t kill_ns, spawn_ns; /* kill of its predecessor (0: none timed), its start */
     int awaiting_ready;
-    char env[128];                  /* "RS_FAILPOINT=label:n" of the current start, or "" */
+    char env[128]; /* "RS_FAILPOINT=label:n" of the current start, or "" */
 };
 
 /* One request slot: a request in flight and what its callback received. */
-struct chaos_req {
-    struct chaos *ch;
+struct pchaos_req {
+    struct pchaos *ch;
     uint32_t client, kind;
     int busy;
     uint32_t n_deltas, n_finals;
@@ -106,17 +106,17 @@ struct chaos_req {
     struct rs_client_result res;
 };
 
-struct chaos {
-    struct chaos_opts o;
+struct pchaos {
+    struct pchaos_opts o;
     struct rs_harness h;
-    struct rs_wire_generate kinds[CHAOS_MAX_KINDS];
-    struct solo_out refs[CHAOS_MAX_KINDS];
-    rs_client *clients[CHAOS_MAX_CLIENTS];
-    uint32_t in_flight[CHAOS_MAX_CLIENTS];
-    struct chaos_req *reqs;         /* n_clients * per_client slots */
+    struct rs_wire_generate kinds[PCHAOS_MAX_KINDS];
+    struct solo_out refs[PCHAOS_MAX_KINDS];
+    rs_client *clients[PCHAOS_MAX_CLIENTS];
+    uint32_t in_flight[PCHAOS_MAX_CLIENTS];
+    struct pchaos_req *reqs; /* n_clients * per_client slots */
     uint32_t n_slots;
-    int submitting;                 /* 0 while draining */
-    struct chaos_stage st[RS_PIPE_N_STAGES];
+    int submitting; /* 0 while draining */
+    struct pchaos_stage st[RS_PIPE_N_STAGES];
     uint64_t rng;
     uint32_t order[RS_PIPE_N_STAGES], n_order, order_pos;
     uint64_t next_kill_ms;
@@ -125,13 +125,13 @@ struct chaos {
     uint64_t started_ms;
 };
 
-static inline uint64_t chaos_rand(struct chaos *c)
+static inline uint64_t pchaos_rand(struct pchaos *c)
 {
     c->rng ^= c->rng << 13, c->rng ^= c->rng >> 7, c->rng ^= c->rng << 17;
     return c->rng;
 }
 
-static inline void chaos_sample(struct chaos_samples *s, uint64_t v)
+static inline void pchaos_sample(struct pchaos_samples *s, uint64_t v)
 {
     if (s->n == s->cap) {
         uint32_t cap = s->cap ? s->cap * 2 : 64;
@@ -143,18 +143,18 @@ static inline void chaos_sample(struct chaos_samples *s, uint64_t v)
     s->v[s->n++] = v;
 }
 
-static inline int chaos_cmp_u64(const void *a, const void *b)
+static inline int pchaos_cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
 /* The q-quantile (0..1) of s in ms (nearest rank); 0 when empty. Sorts s. */
-static inline double chaos_quantile_ms(struct chaos_samples *s, double q)
+static inline double pchaos_quantile_ms(struct pchaos_samples *s, double q)
 {
     if (s->n == 0)
         return 0;
-    qsort(s->v, s->n, sizeof(uint64_t), chaos_cmp_u64);
+    qsort(s->v, s->n, sizeof(uint64_t), pchaos_cmp_u64);
     uint32_t k = (uint32_t)(q * (double)s->n + 0.999999);
     k = k == 0 ? 1 : k > s->n ? s->n : k;
     return (double)s->v[k - 1] / 1e6;
@@ -162,19 +162,21 @@ static inline double chaos_quantile_ms(struct chaos_samples *s, double q)
 
 /* --- checking each request against its solo output ------------------------------------------ */
 
-static inline void chaos_report_mismatch(const struct chaos_req *q, const struct solo_out *ref)
+static inline void pchaos_report_mismatch(const struct pchaos_req *q, const struct solo_out *ref)
 {
     const struct rs_client_result *r = &q->res;
-    fprintf(stderr, "chaos: request kind %u on client %u: status %s (%s: %s), finish %s (solo "
+    fprintf(stderr,
+            "chaos: request kind %u on client %u: status %s (%s: %s), finish %s (solo "
             "%s), %u tokens (solo %u), %u deltas, %u finals, out of order %d\n"
-            "  got:  %s\n  solo: %s\n", q->kind, q->client, rs_client_status_name(r->status),
-            rs_wire_code_name(r->error), r->message, rs_wire_finish_name(r->finish_reason),
-            rs_wire_finish_name(ref->finish), r->n_tokens, ref->n_tokens, q->n_deltas,
-            q->n_finals, q->out_of_order, r->text != NULL ? r->text : "", ref->text);
+            "  got:  %s\n  solo: %s\n",
+            q->kind, q->client, rs_client_status_name(r->status), rs_wire_code_name(r->error),
+            r->message, rs_wire_finish_name(r->finish_reason), rs_wire_finish_name(ref->finish),
+            r->n_tokens, ref->n_tokens, q->n_deltas, q->n_finals, q->out_of_order,
+            r->text != NULL ? r->text : "", ref->text);
 }
 
 /* Accounts a finished request: completed (identical), wrong, lost or duplicated. */
-static inline void chaos_account(struct chaos *c, struct chaos_req *q)
+static inline void pchaos_account(struct pchaos *c, struct pchaos_req *q)
 {
     const struct solo_out *ref = &c->refs[q->kind];
     const struct rs_client_result *r = &q->res;
@@ -193,13 +195,13 @@ static inline void chaos_account(struct chaos *c, struct chaos_req *q)
         c->wrong++;
     else
         c->completed++;
-    if (c->lost + c->duplicated + c->wrong > bad && bad < CHAOS_REPORT_MAX)
-        chaos_report_mismatch(q, ref);
+    if (c->lost + c->duplicated + c->wrong > bad && bad < PCHAOS_REPORT_MAX)
+        pchaos_report_mismatch(q, ref);
 }
 
-static inline void chaos_on_event(const struct rs_client_event *ev)
+static inline void pchaos_on_event(const struct rs_client_event *ev)
 {
-    struct chaos_req *q = ev->user;
+    struct pchaos_req *q = ev->user;
     if (q->n_finals > 0 || (ev->kind == RS_CLIENT_EV_DELTA && ev->seq != q->n_deltas) ||
         (ev->kind == RS_CLIENT_EV_FINAL && ev->status == RS_CLIENT_OK && ev->seq != q->n_deltas))
         q->out_of_order = 1; /* a repeat or a gap reached the application */
@@ -209,24 +211,24 @@ static inline void chaos_on_event(const struct rs_client_event *ev)
     if (ev->kind != RS_CLIENT_EV_FINAL)
         return;
     q->n_finals++;
-    chaos_account(q->ch, q);
+    pchaos_account(q->ch, q);
     rs_client_result_fini(&q->res);
     q->busy = 0;
     q->ch->in_flight[q->client]--;
 }
 
 /* Keeps every client at per_client requests in flight. */
-static inline void chaos_top_up(struct chaos *c)
+static inline void pchaos_top_up(struct pchaos *c)
 {
     for (uint32_t i = 0; i < c->n_slots && c->submitting; i++) {
-        struct chaos_req *q = &c->reqs[i];
+        struct pchaos_req *q = &c->reqs[i];
         if (q->busy)
             continue;
         memset(q, 0, sizeof(*q));
         q->ch = c;
         q->client = i / c->o.per_client;
-        q->kind = (uint32_t)(chaos_rand(c) % c->o.n_kinds);
-        if (rs_client_submit(c->clients[q->client], &c->kinds[q->kind], NULL, chaos_on_event, q,
+        q->kind = (uint32_t)(pchaos_rand(c) % c->o.n_kinds);
+        if (rs_client_submit(c->clients[q->client], &c->kinds[q->kind], NULL, pchaos_on_event, q,
                              NULL) != RS_OK)
             continue;
         q->busy = 1;
@@ -237,7 +239,7 @@ static inline void chaos_top_up(struct chaos *c)
 
 /* --- supervising the daemons ----------------------------------------------------------------- */
 
-static const char *const chaos_failpoints[RS_PIPE_N_STAGES][8] = {
+static const char *const pchaos_failpoints[RS_PIPE_N_STAGES][8] = {
     {"table.claim.after_cas", "arena.append.written", "arena.append.after_publish",
      "role.start.after_fence", NULL},
     {"sched.batch.marked", "sched.batch.committed", "sched.apply.row", "sched.apply.done",
@@ -250,10 +252,10 @@ static const char *const chaos_failpoints[RS_PIPE_N_STAGES][8] = {
 };
 
 /* Starts stage s (again) without waiting; env_spec "" or "RS_FAILPOINT=...". */
-static inline int chaos_spawn(struct chaos *c, enum rs_pipe_stage s, uint64_t kill_ns,
-                              const char *env_spec)
+static inline int pchaos_spawn(struct pchaos *c, enum rs_pipe_stage s, uint64_t kill_ns,
+                               const char *env_spec)
 {
-    struct chaos_stage *st = &c->st[s];
+    struct pchaos_stage *st = &c->st[s];
     snprintf(st->env, sizeof(st->env), "%s", env_spec);
     st->armed += st->env[0] != '\0';
     st->kill_ns = kill_ns;
@@ -268,34 +270,34 @@ static inline int chaos_spawn(struct chaos *c, enum rs_pipe_stage s, uint64_t ki
 }
 
 /* Starts stage s again, armed with a random failpoint of its own failpoint_pct of the time. */
-static inline int chaos_restart(struct chaos *c, enum rs_pipe_stage s, uint64_t kill_ns)
+static inline int pchaos_restart(struct pchaos *c, enum rs_pipe_stage s, uint64_t kill_ns)
 {
     char env[128] = "";
-    if (chaos_rand(c) % 100 < c->o.failpoint_pct) {
+    if (pchaos_rand(c) % 100 < c->o.failpoint_pct) {
         uint32_t n = 0;
-        while (n < 8 && chaos_failpoints[s][n] != NULL)
+        while (n < 8 && pchaos_failpoints[s][n] != NULL)
             n++;
-        const char *label = chaos_failpoints[s][chaos_rand(c) % n];
+        const char *label = pchaos_failpoints[s][pchaos_rand(c) % n];
         unsigned pass = strncmp(label, "role.", 5) == 0 || strncmp(label, "ring.recover", 12) == 0
                             ? 1
-                            : 1 + (unsigned)(chaos_rand(c) % 40);
+                            : 1 + (unsigned)(pchaos_rand(c) % 40);
         snprintf(env, sizeof(env), "RS_FAILPOINT=%s:%u", label, pass);
     }
-    return chaos_spawn(c, s, kill_ns, env);
+    return pchaos_spawn(c, s, kill_ns, env);
 }
 
 /* Notes READY times, reaps daemons that died on their own and restarts them. 0, or 1. */
-static inline int chaos_supervise(struct chaos *c)
+static inline int pchaos_supervise(struct pchaos *c)
 {
     for (int i = 0; i < RS_PIPE_N_STAGES; i++) {
         enum rs_pipe_stage s = (enum rs_pipe_stage)i;
-        struct chaos_stage *st = &c->st[s];
+        struct pchaos_stage *st = &c->st[s];
         uint64_t ready = st->awaiting_ready ? rs_harness_ready_ns(&c->h, s) : 0;
         if (ready != 0) {
             st->awaiting_ready = 0;
             if (st->kill_ns != 0)
-                chaos_sample(&st->restart, ready - st->kill_ns);
-            chaos_sample(&st->exec, ready - st->spawn_ns);
+                pchaos_sample(&st->restart, ready - st->kill_ns);
+            pchaos_sample(&st->exec, ready - st->spawn_ns);
         }
         int code = rs_harness_wait_exit(&c->h, s, 0);
         if (code < 0)
@@ -308,14 +310,14 @@ static inline int chaos_supervise(struct chaos *c)
                     rs_pipe_stage_name(s), code, st->env[0] ? st->env : "no failpoint");
             rs_harness_dump_logs(&c->h, s);
         }
-        if (chaos_restart(c, s, 0) != 0)
+        if (pchaos_restart(c, s, 0) != 0)
             return 1;
     }
     return 0;
 }
 
 /* Whether stage s is in the middle of something a kill interrupts (see the file comment). */
-static inline int chaos_busy(struct chaos *c, enum rs_pipe_stage s)
+static inline int pchaos_busy(struct pchaos *c, enum rs_pipe_stage s)
 {
     struct rs_pipe *v = rs_harness_view(&c->h);
     struct rs_ring_stats b, r;
@@ -325,9 +327,9 @@ static inline int chaos_busy(struct chaos *c, enum rs_pipe_stage s)
         if (rs_ring_check(v->batches, &b) != RS_OK || rs_ring_check(v->results, &r) != RS_OK)
             return 0;
         uint64_t held = b.n_state[RS_RING_READING] + b.n_state[RS_RING_IN_FLIGHT];
-        return s == RS_PIPE_STAGE_LAUNCHERD ? held > 0
-                                            : held + b.n_state[RS_RING_COMMITTED] +
-                                                      r.n_state[RS_RING_COMMITTED] > 0;
+        return s == RS_PIPE_STAGE_LAUNCHERD
+                   ? held > 0
+                   : held + b.n_state[RS_RING_COMMITTED] + r.n_state[RS_RING_COMMITTED] > 0;
     }
     uint32_t cursor = 0, state;
     struct rs_table_ref ref;
@@ -342,24 +344,24 @@ static inline int chaos_busy(struct chaos *c, enum rs_pipe_stage s)
 }
 
 /* Polls the clients (and supervises) for up to ms milliseconds. 0, or 1 on a failure. */
-static inline int chaos_poll(struct chaos *c, uint32_t ms)
+static inline int pchaos_poll(struct pchaos *c, uint32_t ms)
 {
     uint64_t end = rs_clock_ms() + ms;
     do {
-        chaos_top_up(c);
+        pchaos_top_up(c);
         if (rs_client_poll_set(c->clients, c->o.n_clients, ms < 5 ? (int)ms : 5) < 0 ||
-            chaos_supervise(c) != 0)
+            pchaos_supervise(c) != 0)
             return 1;
     } while (rs_clock_ms() < end);
     return 0;
 }
 
 /* SIGKILLs stage s (waiting up to 100 ms for it to be busy), reaps it, starts it again. */
-static inline int chaos_kill(struct chaos *c, enum rs_pipe_stage s)
+static inline int pchaos_kill(struct pchaos *c, enum rs_pipe_stage s)
 {
-    struct chaos_stage *st = &c->st[s];
+    struct pchaos_stage *st = &c->st[s];
     int busy = 0;
-    for (uint64_t end = rs_clock_ms() + 100; !(busy = chaos_busy(c, s)) && rs_clock_ms() < end;)
+    for (uint64_t end = rs_clock_ms() + 100; !(busy = pchaos_busy(c, s)) && rs_clock_ms() < end;)
         if (rs_client_poll_set(c->clients, c->o.n_clients, 1) < 0)
             return 1;
     int recovering = rs_harness_ready_ns(&c->h, s) == 0;
@@ -372,11 +374,11 @@ static inline int chaos_kill(struct chaos *c, enum rs_pipe_stage s)
         fprintf(stderr, "chaos: %6.1f s kill %s%s%s\n",
                 (double)(rs_clock_ms() - c->started_ms) / 1000, rs_pipe_stage_name(s),
                 busy ? " (busy)" : "", recovering ? " (recovering)" : "");
-    return chaos_restart(c, s, recovering ? 0 : t);
+    return pchaos_restart(c, s, recovering ? 0 : t);
 }
 
 /* The next stage to kill: every stage of the mask once per round, in shuffled order. */
-static inline enum rs_pipe_stage chaos_next_stage(struct chaos *c)
+static inline enum rs_pipe_stage pchaos_next_stage(struct pchaos *c)
 {
     if (c->order_pos == c->n_order) {
         c->n_order = 0;
@@ -384,7 +386,7 @@ static inline enum rs_pipe_stage chaos_next_stage(struct chaos *c)
             if (c->o.stage_mask & (1u << s))
                 c->order[c->n_order++] = (uint32_t)s;
         for (uint32_t i = c->n_order; i > 1; i--) {
-            uint32_t j = (uint32_t)(chaos_rand(c) % i), t = c->order[i - 1];
+            uint32_t j = (uint32_t)(pchaos_rand(c) % i), t = c->order[i - 1];
             c->order[i - 1] = c->order[j], c->order[j] = t;
         }
         c->order_pos = 0;
@@ -395,14 +397,14 @@ static inline enum rs_pipe_stage chaos_next_stage(struct chaos *c)
 /* --- the run ------------------------------------------------------------------------------- */
 
 /* Computes the solo outputs, starts the instance and the clients. 0, RS_TEST_SKIP-free 1. */
-static inline int chaos_start(struct chaos *c, const struct chaos_opts *o)
+static inline int pchaos_start(struct pchaos *c, const struct pchaos_opts *o)
 {
     struct solo_ref s;
     memset(c, 0, sizeof(*c));
     c->o = *o;
     c->rng = o->seed * 2654435761u + 1;
-    if (o->n_clients == 0 || o->n_clients > CHAOS_MAX_CLIENTS || o->n_kinds == 0 ||
-        o->n_kinds > CHAOS_MAX_KINDS || o->per_client == 0 || solo_open(&s, o->model, o->n_ctx))
+    if (o->n_clients == 0 || o->n_clients > PCHAOS_MAX_CLIENTS || o->n_kinds == 0 ||
+        o->n_kinds > PCHAOS_MAX_KINDS || o->per_client == 0 || solo_open(&s, o->model, o->n_ctx))
         return 1;
     int failed = 0;
     for (uint32_t i = 0; i < o->n_kinds && !failed; i++) {
@@ -439,26 +441,26 @@ static inline int chaos_start(struct chaos *c, const struct chaos_opts *o)
 }
 
 /* Runs the load for ms milliseconds with the kill storm (when kill_max_ms > 0). */
-static inline int chaos_storm(struct chaos *c, uint64_t ms)
+static inline int pchaos_storm(struct pchaos *c, uint64_t ms)
 {
     uint64_t end = rs_clock_ms() + ms;
-    const struct chaos_opts *o = &c->o;
+    const struct pchaos_opts *o = &c->o;
     c->next_kill_ms = rs_clock_ms() + o->kill_min_ms;
     while (rs_clock_ms() < end) {
-        if (chaos_poll(c, 5) != 0)
+        if (pchaos_poll(c, 5) != 0)
             return 1;
         if (o->kill_max_ms == 0 || o->stage_mask == 0 || rs_clock_ms() < c->next_kill_ms)
             continue;
-        if (chaos_kill(c, chaos_next_stage(c)) != 0)
+        if (pchaos_kill(c, pchaos_next_stage(c)) != 0)
             return 1;
-        c->next_kill_ms = rs_clock_ms() + o->kill_min_ms +
-                          chaos_rand(c) % (o->kill_max_ms - o->kill_min_ms + 1);
+        c->next_kill_ms =
+            rs_clock_ms() + o->kill_min_ms + pchaos_rand(c) % (o->kill_max_ms - o->kill_min_ms + 1);
     }
     return 0;
 }
 
 /* Stops submitting and waits (up to limit_ms) for every request's final. 0 when all came. */
-static inline int chaos_drain(struct chaos *c, uint32_t limit_ms)
+static inline int pchaos_drain(struct pchaos *c, uint32_t limit_ms)
 {
     uint64_t end = rs_clock_ms() + limit_ms;
     c->submitting = 0;
@@ -473,7 +475,7 @@ static inline int chaos_drain(struct chaos *c, uint32_t limit_ms)
             c->lost += left;
             return 1;
         }
-        if (chaos_poll(c, 20) != 0)
+        if (pchaos_poll(c, 20) != 0)
             return 1;
     }
 }
@@ -482,7 +484,7 @@ static inline int chaos_drain(struct chaos *c, uint32_t limit_ms)
  * Waits until every stage runs READY and the table is empty (the linger is
  * over), then audits. Returns the audit's findings (0 = clean).
  */
-static inline int chaos_audit(struct chaos *c, struct rs_harness_audit *a)
+static inline int pchaos_audit(struct pchaos *c, struct rs_harness_audit *a)
 {
     struct rs_table_stats ts = {0};
     for (uint64_t end = rs_clock_ms() + 20000; rs_clock_ms() < end;) {
@@ -493,15 +495,15 @@ static inline int chaos_audit(struct chaos *c, struct rs_harness_audit *a)
         if (ready && v != NULL && rs_table_check(v->requests, &ts) == RS_OK &&
             ts.n_state[RS_TABLE_FREE] == ts.n_records)
             break;
-        if (chaos_poll(c, 50) != 0)
+        if (pchaos_poll(c, 50) != 0)
             return 1;
     }
-    chaos_poll(c, 100); /* the last chunk unlinks, schedulerd's next gauges */
+    pchaos_poll(c, 100); /* the last chunk unlinks, schedulerd's next gauges */
     return rs_harness_audit(&c->h, a);
 }
 
 /* Client-side counters summed over the clients. */
-static inline void chaos_client_stats(const struct chaos *c, struct rs_client_stats *sum)
+static inline void pchaos_client_stats(const struct pchaos *c, struct rs_client_stats *sum)
 {
     memset(sum, 0, sizeof(*sum));
     for (uint32_t i = 0; i < c->o.n_clients && c->clients[i] != NULL; i++) {
@@ -514,35 +516,37 @@ static inline void chaos_client_stats(const struct chaos *c, struct rs_client_st
 }
 
 /* Requests tokenizerd accepted: one handle each (1, 2, ...), next_handle counts them. */
-static inline uint64_t chaos_accepted(struct chaos *c)
+static inline uint64_t pchaos_accepted(struct pchaos *c)
 {
     struct rs_pipe *v = rs_harness_view(&c->h);
     return v != NULL ? atomic_load(&v->shared->next_handle) : 0;
 }
 
-static inline void chaos_print(struct chaos *c, FILE *f)
+static inline void pchaos_print(struct pchaos *c, FILE *f)
 {
     struct rs_client_stats cs;
-    chaos_client_stats(c, &cs);
-    fprintf(f, "%-10s %6s %6s %6s %6s %6s %6s %7s %7s %7s %7s\n", "stage", "kills", "busy",
-            "recov", "armed", "fp", "odd", "rst_p50", "rst_p99", "exe_p50", "exe_p99");
+    pchaos_client_stats(c, &cs);
+    fprintf(f, "%-10s %6s %6s %6s %6s %6s %6s %7s %7s %7s %7s\n", "stage", "kills", "busy", "recov",
+            "armed", "fp", "odd", "rst_p50", "rst_p99", "exe_p50", "exe_p99");
     for (int s = 0; s < RS_PIPE_N_STAGES; s++) {
-        struct chaos_stage *st = &c->st[s];
+        struct pchaos_stage *st = &c->st[s];
         fprintf(f, "%-10s %6u %6u %6u %6u %6u %6u %7.1f %7.1f %7.1f %7.1f\n",
                 rs_pipe_stage_name((enum rs_pipe_stage)s), st->kills, st->kills_busy,
                 st->kills_recovering, st->armed, st->failpoint_deaths, st->unexpected,
-                chaos_quantile_ms(&st->restart, 0.5), chaos_quantile_ms(&st->restart, 0.99),
-                chaos_quantile_ms(&st->exec, 0.5), chaos_quantile_ms(&st->exec, 0.99));
+                pchaos_quantile_ms(&st->restart, 0.5), pchaos_quantile_ms(&st->restart, 0.99),
+                pchaos_quantile_ms(&st->exec, 0.5), pchaos_quantile_ms(&st->exec, 0.99));
     }
     fprintf(f, "(busy: killed mid-work; recov: killed before READY; armed: starts with a "
-            "failpoint; fp: deaths at it; odd: other exits; rst: kill -> READY ms; exe: exec -> "
-            "READY ms)\n");
-    fprintf(f, "requests: %llu submitted, %llu completed identical, %llu lost, %llu duplicated, "
-            "%llu wrong; %llu accepted by tokenizerd\n", (unsigned long long)c->submitted,
-            (unsigned long long)c->completed, (unsigned long long)c->lost,
-            (unsigned long long)c->duplicated, (unsigned long long)c->wrong,
-            (unsigned long long)chaos_accepted(c));
-    fprintf(f, "clients: %llu deltas delivered, %llu repeats dropped, %llu gaps resumed (%llu "
+               "failpoint; fp: deaths at it; odd: other exits; rst: kill -> READY ms; exe: exec -> "
+               "READY ms)\n");
+    fprintf(f,
+            "requests: %llu submitted, %llu completed identical, %llu lost, %llu duplicated, "
+            "%llu wrong; %llu accepted by tokenizerd\n",
+            (unsigned long long)c->submitted, (unsigned long long)c->completed,
+            (unsigned long long)c->lost, (unsigned long long)c->duplicated,
+            (unsigned long long)c->wrong, (unsigned long long)pchaos_accepted(c));
+    fprintf(f,
+            "clients: %llu deltas delivered, %llu repeats dropped, %llu gaps resumed (%llu "
             "resumes), %llu generates resent, %llu reconnects\n",
             (unsigned long long)cs.deltas, (unsigned long long)cs.duplicates,
             (unsigned long long)cs.gaps, (unsigned long long)cs.resumes,
@@ -550,9 +554,9 @@ static inline void chaos_print(struct chaos *c, FILE *f)
 }
 
 /* Stops everything and frees what c holds (keep_logs: leave the daemons' logs). */
-static inline void chaos_stop(struct chaos *c, int keep_logs)
+static inline void pchaos_stop(struct pchaos *c, int keep_logs)
 {
-    for (uint32_t i = 0; i < CHAOS_MAX_CLIENTS; i++)
+    for (uint32_t i = 0; i < PCHAOS_MAX_CLIENTS; i++)
         rs_client_destroy(&c->clients[i]);
     rs_harness_stop(&c->h, keep_logs);
     if (c->o.doorbell_fault != NULL)
@@ -560,7 +564,7 @@ static inline void chaos_stop(struct chaos *c, int keep_logs)
     for (uint32_t i = 0; i < c->n_slots; i++)
         rs_client_result_fini(&c->reqs[i].res);
     free(c->reqs);
-    for (uint32_t i = 0; i < CHAOS_MAX_KINDS; i++)
+    for (uint32_t i = 0; i < PCHAOS_MAX_KINDS; i++)
         solo_out_fini(&c->refs[i]);
     for (int s = 0; s < RS_PIPE_N_STAGES; s++) {
         free(c->st[s].restart.v);

@@ -14,10 +14,10 @@
  * engine), every delta reached the application exactly once (repeats are
  * dropped by the client library and counted), tokenizerd accepted each
  * request once, and the segment audit finds no leaked record, chunk, ring
- * slot, KV block or stale owner. Under AddressSanitizer the storm lasts 30 s
- * (the sanitized daemons restart 3-5x slower; 60 s would not fit the
- * crash tests' 3-minute budget on a 2-core host). The supervisor's own death
- * is it.ops.supervisor_kill_no_orphans_and_recovery (tests/integration/test_ops.py).
+ * slot, KV block or stale owner. The storm lasts 60 s in the ASan build too
+ * (RS_CHAOS_SECONDS overrides it); the five cases take about 100 s on a
+ * 2-core host. The supervisor's own death is
+ * it.ops.supervisor_kill_no_orphans_and_recovery (tests/integration/test_ops.py).
  */
 #include <errno.h>
 #include <signal.h>
@@ -30,20 +30,9 @@
 #include "tests/crash/pipeline_chaos.h"
 #include "tests/rs_test.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define RS_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RS_ASAN 1
-#endif
-#endif
-#ifdef RS_ASAN
-#define STORM_S 30
-#else
 #define STORM_S 60
-#endif
 
-static struct chaos ch; /* large: kinds and solo outputs */
+static struct pchaos ch; /* large: kinds and solo outputs */
 
 /* The storm length in seconds: RS_CHAOS_SECONDS, else STORM_S. */
 static uint32_t storm_seconds(void)
@@ -52,11 +41,11 @@ static uint32_t storm_seconds(void)
     return e != NULL && atoi(e) > 0 ? (uint32_t)atoi(e) : STORM_S;
 }
 
-static int begin(struct chaos_opts *o, char *model, size_t cap)
+static int begin(struct pchaos_opts *o, char *model, size_t cap)
 {
     if (rs_test_refdata("stories260K.gguf", model, cap) == NULL)
         return RS_TEST_SKIP;
-    chaos_opts_default(o, model);
+    pchaos_opts_default(o, model);
     return 0;
 }
 
@@ -65,13 +54,13 @@ static int begin(struct chaos_opts *o, char *model, size_t cap)
  * completed identical, nothing lost, duplicated or wrong, one acceptance per
  * request, no unexpected exit, a clean segment.
  */
-static int finish(struct chaos *c, int failed)
+static int finish(struct pchaos *c, int failed)
 {
     struct rs_harness_audit a;
-    failed = failed || chaos_drain(c, 180000) != 0;
-    int findings = failed ? -1 : chaos_audit(c, &a);
-    chaos_print(c, stderr);
-    uint64_t accepted = chaos_accepted(c);
+    failed = failed || pchaos_drain(c, 180000) != 0;
+    int findings = failed ? -1 : pchaos_audit(c, &a);
+    pchaos_print(c, stderr);
+    uint64_t accepted = pchaos_accepted(c);
     uint32_t odd = 0;
     for (int s = 0; s < RS_PIPE_N_STAGES; s++)
         odd += c->st[s].unexpected;
@@ -86,12 +75,12 @@ static int finish(struct chaos *c, int failed)
 static int test_random_sigkills_under_load_lose_nothing(void)
 {
     char model[512];
-    struct chaos_opts o;
+    struct pchaos_opts o;
     int rc = begin(&o, model, sizeof(model));
     if (rc != 0)
         return rc;
     uint32_t secs = storm_seconds(), min_kills = secs / 6 < 10 ? secs / 6 : 10;
-    int failed = chaos_start(&ch, &o) != 0 || chaos_storm(&ch, (uint64_t)secs * 1000) != 0;
+    int failed = pchaos_start(&ch, &o) != 0 || pchaos_storm(&ch, (uint64_t)secs * 1000) != 0;
     failed = finish(&ch, failed);
     for (int s = 0; s < RS_PIPE_N_STAGES && !failed; s++)
         if (ch.st[s].kills < min_kills) {
@@ -103,7 +92,7 @@ static int test_random_sigkills_under_load_lose_nothing(void)
     fprintf(stderr, "%u s storm: launcherd killed mid-step %u times, postprocd mid-stream %u\n",
             secs, mid_step, mid_stream);
     failed = failed || mid_step == 0 || mid_stream == 0;
-    chaos_stop(&ch, failed);
+    pchaos_stop(&ch, failed);
     return failed;
 }
 
@@ -122,12 +111,12 @@ static char proc_state(pid_t pid)
 }
 
 /* Keeps the load going until stage s's process is stopped (up to 30 s). */
-static int wait_stopped(struct chaos *c, enum rs_pipe_stage s)
+static int wait_stopped(struct pchaos *c, enum rs_pipe_stage s)
 {
     for (uint64_t end = rs_clock_ms() + 30000; rs_clock_ms() < end;) {
         if (c->h.pid[s] > 0 && proc_state(c->h.pid[s]) == 'T')
             return 0;
-        if (chaos_poll(c, 5) != 0)
+        if (pchaos_poll(c, 5) != 0)
             return 1;
     }
     fprintf(stderr, "%s never stopped (%s)\n", rs_pipe_stage_name(s), c->st[s].env);
@@ -135,14 +124,14 @@ static int wait_stopped(struct chaos *c, enum rs_pipe_stage s)
 }
 
 /* Keeps the load going until the zombie `old` exits (up to 20 s); its exit code, or -1. */
-static int wait_zombie(struct chaos *c, pid_t old)
+static int wait_zombie(struct pchaos *c, pid_t old)
 {
     int st;
     for (uint64_t end = rs_clock_ms() + 20000; rs_clock_ms() < end;) {
         pid_t r = waitpid(old, &st, WNOHANG);
         if (r == old)
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (r < 0 || chaos_poll(c, 5) != 0)
+        if (r < 0 || pchaos_poll(c, 5) != 0)
             return -1;
     }
     kill(old, SIGKILL);
@@ -155,27 +144,27 @@ static int wait_zombie(struct chaos *c, pid_t old)
  * with the ":stop" failpoint stop_spec and left to stop itself), starts a
  * replacement, lets it serve, resumes the old process: it must exit 1.
  */
-static int fence_one(struct chaos *c, enum rs_pipe_stage s, const char *stop_spec)
+static int fence_one(struct pchaos *c, enum rs_pipe_stage s, const char *stop_spec)
 {
     if (stop_spec != NULL) {
         rs_harness_signal(&c->h, s, SIGKILL);
         c->st[s].kills++;
-        if (chaos_spawn(c, s, 0, stop_spec) != 0)
+        if (pchaos_spawn(c, s, 0, stop_spec) != 0)
             return 1;
     } else {
-        for (uint64_t end = rs_clock_ms() + 200; !chaos_busy(c, s) && rs_clock_ms() < end;)
-            chaos_poll(c, 1);
+        for (uint64_t end = rs_clock_ms() + 200; !pchaos_busy(c, s) && rs_clock_ms() < end;)
+            pchaos_poll(c, 1);
         kill(c->h.pid[s], SIGSTOP);
     }
     if (wait_stopped(c, s) != 0)
         return 1;
     pid_t old = rs_harness_forget(&c->h, s);
-    if (chaos_spawn(c, s, 0, "") != 0)
+    if (pchaos_spawn(c, s, 0, "") != 0)
         return 1;
     for (uint64_t end = rs_clock_ms() + 30000; c->st[s].awaiting_ready && rs_clock_ms() < end;)
-        if (chaos_poll(c, 5) != 0)
+        if (pchaos_poll(c, 5) != 0)
             return 1;
-    if (chaos_poll(c, 400) != 0) /* the replacement serves while the zombie sleeps */
+    if (pchaos_poll(c, 400) != 0) /* the replacement serves while the zombie sleeps */
         return 1;
     kill(old, SIGCONT);
     int code = wait_zombie(c, old);
@@ -184,7 +173,7 @@ static int fence_one(struct chaos *c, enum rs_pipe_stage s, const char *stop_spe
     RS_CHECK_MSG(code == 1, "the resumed %s exited %d, not 1 (fenced)", rs_pipe_stage_name(s),
                  code);
     c->st[s].fenced_exits++;
-    return chaos_poll(c, 300);
+    return pchaos_poll(c, 300);
 }
 
 static int test_stopped_stage_replaced_then_resumed_is_fenced(void)
@@ -194,18 +183,18 @@ static int test_stopped_stage_replaced_then_resumed_is_fenced(void)
         "RS_FAILPOINT=launcher.step.after_forward:20:stop",
         "RS_FAILPOINT=postprocd.delta_sent:30:stop"};
     char model[512];
-    struct chaos_opts o;
+    struct pchaos_opts o;
     int rc = begin(&o, model, sizeof(model));
     if (rc != 0)
         return rc;
     o.kill_max_ms = 0;
     o.failpoint_pct = 0;
-    int failed = chaos_start(&ch, &o) != 0 || chaos_poll(&ch, 500) != 0;
+    int failed = pchaos_start(&ch, &o) != 0 || pchaos_poll(&ch, 500) != 0;
     for (int s = 0; s < RS_PIPE_N_STAGES && !failed; s++)
         failed = fence_one(&ch, (enum rs_pipe_stage)s, NULL) != 0 ||
                  fence_one(&ch, (enum rs_pipe_stage)s, stops[s]) != 0;
     failed = finish(&ch, failed);
-    chaos_stop(&ch, failed);
+    pchaos_stop(&ch, failed);
     return failed;
 }
 
@@ -215,20 +204,20 @@ static int test_stopped_stage_replaced_then_resumed_is_fenced(void)
  * clean. fired_required: a failpoint that must fire (else it may not have
  * had anything to recover).
  */
-static int kill_in_recovery(struct chaos *c, enum rs_pipe_stage s, const char *spec,
+static int kill_in_recovery(struct pchaos *c, enum rs_pipe_stage s, const char *spec,
                             int fired_required)
 {
     struct rs_role_info info;
     rs_harness_signal(&c->h, s, SIGKILL);
     c->st[s].kills++;
-    if (chaos_spawn(c, s, 0, spec) != 0)
+    if (pchaos_spawn(c, s, 0, spec) != 0)
         return 1;
     pid_t pid = c->h.pid[s];
     int code = -1;
     for (uint64_t end = rs_clock_ms() + 30000; code < 0 && rs_clock_ms() < end;) {
         if (rs_harness_ready_ns(&c->h, s) != 0)
             break; /* recovered without reaching the failpoint */
-        chaos_top_up(c);
+        pchaos_top_up(c);
         if (rs_client_poll_set(c->clients, c->o.n_clients, 2) < 0)
             return 1;
         code = rs_harness_wait_exit(&c->h, s, 0);
@@ -236,15 +225,17 @@ static int kill_in_recovery(struct chaos *c, enum rs_pipe_stage s, const char *s
     int in_recovery = code == 128 + SIGKILL && rs_harness_role(&c->h, s, &info) == RS_OK &&
                       info.pid == (uint32_t)pid && info.phase == RS_ROLE_RECOVERING;
     fprintf(stderr, "%s with %s: %s\n", rs_pipe_stage_name(s), spec,
-            in_recovery ? "died in recovery" : code < 0 ? "recovered (did not fire)" : "odd exit");
+            in_recovery ? "died in recovery"
+            : code < 0  ? "recovered (did not fire)"
+                        : "odd exit");
     RS_CHECK_MSG(in_recovery || (code < 0 && !fired_required), "%s: exit %d, role pid %u phase %d",
                  spec, code, info.pid, (int)info.phase);
     if (in_recovery) {
         c->st[s].failpoint_deaths++;
-        if (chaos_spawn(c, s, 0, "") != 0)
+        if (pchaos_spawn(c, s, 0, "") != 0)
             return 1;
     }
-    return chaos_poll(c, 300);
+    return pchaos_poll(c, 300);
 }
 
 static int test_stage_killed_during_its_own_recovery(void)
@@ -255,13 +246,13 @@ static int test_stage_killed_during_its_own_recovery(void)
         {"RS_FAILPOINT=ring.recover.prod.floor:1", "RS_FAILPOINT=arena.recover.chunk:2"},
         {"RS_FAILPOINT=arena.recover.chunk:1", NULL}};
     char model[512];
-    struct chaos_opts o;
+    struct pchaos_opts o;
     int rc = begin(&o, model, sizeof(model));
     if (rc != 0)
         return rc;
     o.kill_max_ms = 0;
     o.failpoint_pct = 0;
-    int failed = chaos_start(&ch, &o) != 0 || chaos_poll(&ch, 500) != 0;
+    int failed = pchaos_start(&ch, &o) != 0 || pchaos_poll(&ch, 500) != 0;
     for (int s = 0; s < RS_PIPE_N_STAGES && !failed; s++) {
         enum rs_pipe_stage st = (enum rs_pipe_stage)s;
         failed = kill_in_recovery(&ch, st, "RS_FAILPOINT=role.start.after_fence:1", 1) != 0;
@@ -269,7 +260,7 @@ static int test_stage_killed_during_its_own_recovery(void)
             failed = kill_in_recovery(&ch, st, deep[s][k], 0) != 0;
     }
     failed = finish(&ch, failed);
-    chaos_stop(&ch, failed);
+    pchaos_stop(&ch, failed);
     return failed;
 }
 
@@ -293,7 +284,7 @@ static int env_has(pid_t pid, const char *want)
 static int doorbell_fault(const char *fault)
 {
     char model[512], want[64];
-    struct chaos_opts o;
+    struct pchaos_opts o;
     int rc = begin(&o, model, sizeof(model));
     if (rc != 0)
         return rc;
@@ -301,7 +292,7 @@ static int doorbell_fault(const char *fault)
     o.kill_min_ms = 500;
     o.kill_max_ms = 1500;
     o.failpoint_pct = 0;
-    int failed = chaos_start(&ch, &o) != 0 || chaos_storm(&ch, 10000) != 0;
+    int failed = pchaos_start(&ch, &o) != 0 || pchaos_storm(&ch, 10000) != 0;
     snprintf(want, sizeof(want), "RS_DOORBELL_FAULT=%s", fault);
     for (int s = 0; s < RS_PIPE_N_STAGES && !failed; s++)
         if (!env_has(ch.h.pid[s], want)) {
@@ -309,7 +300,7 @@ static int doorbell_fault(const char *fault)
             failed = 1;
         }
     failed = finish(&ch, failed);
-    chaos_stop(&ch, failed);
+    pchaos_stop(&ch, failed);
     return failed;
 }
 

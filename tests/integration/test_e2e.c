@@ -60,8 +60,7 @@ static void job_fini(struct job *j)
     rs_client_result_fini(&j->res);
 }
 
-static int start(struct rs_harness *h, uint32_t max_requests, uint32_t kv_blocks,
-                 uint32_t max_seqs)
+static int start(struct rs_harness *h, uint32_t max_requests, uint32_t kv_blocks, uint32_t max_seqs)
 {
     static char model[512];
     struct rs_harness_opts o = {0};
@@ -113,16 +112,15 @@ static int same_as_solo(const struct job *j, const char *what)
                  rs_wire_finish_name(r->finish_reason), rs_wire_finish_name(j->ref.finish));
     RS_CHECK_MSG(r->n_tokens == j->ref.n_tokens &&
                      memcmp(r->tokens, j->ref.tokens, r->n_tokens * sizeof(int32_t)) == 0,
-                 "%s: %u tokens differ from the solo run's %u", what, r->n_tokens,
-                 j->ref.n_tokens);
+                 "%s: %u tokens differ from the solo run's %u", what, r->n_tokens, j->ref.n_tokens);
     RS_CHECK_MSG(r->text_len == j->ref.text_len && memcmp(r->text, j->ref.text, r->text_len) == 0,
                  "%s: text differs:\n%s\n---- solo ----\n%s", what, r->text, j->ref.text);
     RS_CHECK_MSG(r->usage.completion_tokens == j->ref.n_tokens &&
                      r->usage.prompt_tokens == j->ref.n_prompt,
                  "%s: usage %u + %u, solo %u + %u", what, r->usage.prompt_tokens,
                  r->usage.completion_tokens, j->ref.n_prompt, j->ref.n_tokens);
-    RS_CHECK_MSG(j->g.stream || j->n_deltas == 0, "%s: %u deltas for a non-streamed request",
-                 what, j->n_deltas);
+    RS_CHECK_MSG(j->g.stream || j->n_deltas == 0, "%s: %u deltas for a non-streamed request", what,
+                 j->n_deltas);
     return 0;
 }
 
@@ -218,8 +216,8 @@ static int test_32_concurrent_clients_each_get_their_solo_output(void)
 static void full_context(struct rs_wire_generate *g, const char *prompt)
 {
     rs_wire_generate_init(g);
-    g->has = RS_WIRE_GEN_PROMPT | RS_WIRE_GEN_TEMPERATURE | RS_WIRE_GEN_STREAM |
-             RS_WIRE_GEN_IGNORE_EOS;
+    g->has =
+        RS_WIRE_GEN_PROMPT | RS_WIRE_GEN_TEMPERATURE | RS_WIRE_GEN_STREAM | RS_WIRE_GEN_IGNORE_EOS;
     g->prompt = (struct rs_wire_str){prompt, (uint32_t)strlen(prompt)};
     g->temperature = 0;
     g->stream = true;
@@ -271,10 +269,11 @@ static int test_cancel_mid_stream_returns_every_kv_block(void)
     if (!failed && (r->status != RS_CLIENT_OK || r->finish_reason != RS_WIRE_FINISH_ABORT ||
                     cj.j.out_of_order || r->n_tokens < cj.after || r->n_tokens >= CTX - 4 ||
                     cj.kv_used_at_cancel < cj.after / 16)) {
-        fprintf(stderr, "cancelled request: status %s, finish %s, %u tokens, %llu blocks in "
-                "use at the cancel\n", rs_client_status_name(r->status),
-                rs_wire_finish_name(r->finish_reason), r->n_tokens,
-                (unsigned long long)cj.kv_used_at_cancel);
+        fprintf(stderr,
+                "cancelled request: status %s, finish %s, %u tokens, %llu blocks in "
+                "use at the cancel\n",
+                rs_client_status_name(r->status), rs_wire_finish_name(r->finish_reason),
+                r->n_tokens, (unsigned long long)cj.kv_used_at_cancel);
         failed = 1;
     }
     failed = failed || audit_idle(&h) != 0; /* all 32 blocks back: none used, no row held */
@@ -383,8 +382,10 @@ static int test_prefix_cache_hit_same_output_fewer_prefilled_tokens(void)
     fprintf(stderr, "prompt %u tokens: prefilled %llu, then %llu with %u cached (%llu hit)\n",
             n_prompt, (unsigned long long)p1, (unsigned long long)p2, cached,
             (unsigned long long)hits);
-    RS_CHECK_MSG(p1 >= n_prompt && p2 < p1 && p2 + cached == p1, "prefilled %llu then %llu, "
-                 "%u cached", (unsigned long long)p1, (unsigned long long)p2, cached);
+    RS_CHECK_MSG(p1 >= n_prompt && p2 < p1 && p2 + cached == p1,
+                 "prefilled %llu then %llu, "
+                 "%u cached",
+                 (unsigned long long)p1, (unsigned long long)p2, cached);
     RS_CHECK(cached >= 16 && cached % 16 == 0 && hits == cached);
     RS_CHECK(first.res.usage.cached_tokens == 0);
     return 0;
@@ -499,9 +500,8 @@ static int check_refused(const struct job *bad, const enum rs_wire_code *codes)
         RS_CHECK_MSG(bad[i].n_finals == 1 && bad[i].res.status == RS_CLIENT_REFUSED &&
                          bad[i].res.error == codes[i],
                      "bad request %d: status %s, error %s (%s), expected %s", i,
-                     rs_client_status_name(bad[i].res.status),
-                     rs_wire_code_name(bad[i].res.error), bad[i].res.message,
-                     rs_wire_code_name(codes[i]));
+                     rs_client_status_name(bad[i].res.status), rs_wire_code_name(bad[i].res.error),
+                     bad[i].res.message, rs_wire_code_name(codes[i]));
     return 0;
 }
 
