@@ -28,6 +28,8 @@ void launcher_fail_request(struct launcher *l, uint64_t batch_id, struct rs_tabl
                            const char *why)
 {
     void *rec;
+    if (!rs_role_current(l->p->role))
+        return; /* replaced while stopped: its view of the batch may be stale; write nothing */
     if (rs_table_get(l->p->requests, ref, NULL, &rec) != RS_OK) {
         rs_log_req(RS_LOG_WARN, RS_LOG_NOID, batch_id, "record %u (gen %u) is gone: %s", ref.index,
                    ref.gen, why);

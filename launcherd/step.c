@@ -109,13 +109,13 @@ static const char *admit(struct launcher *l, const struct rs_pipe_batch_seq *s, 
 }
 
 /* Fills l->seqs with the seqs that may run; refused ones get their row (and request failed). */
-static uint32_t prepare(struct launcher *l, const struct rs_pipe_batch *b,
+static uint32_t prepare(struct launcher *l, const struct rs_pipe_batch *b, uint32_t n_seqs,
                         struct rs_pipe_result_row *rows, uint32_t *n_refused)
 {
     const struct rs_pipe_batch_seq *seqs = rs_pipe_batch_seqs(b);
     const int32_t *tokens = rs_pipe_batch_tokens(b);
     uint32_t n_run = 0;
-    for (uint32_t i = 0; i < b->n_seqs; i++) {
+    for (uint32_t i = 0; i < n_seqs; i++) {
         const struct rs_pipe_batch_seq *s = &seqs[i];
         struct rs_table_ref ref = {s->req_index, s->req_gen};
         uint32_t *table = l->tables + (size_t)i * l->p->cfg.max_blocks_per_seq;
@@ -145,13 +145,13 @@ static uint32_t prepare(struct launcher *l, const struct rs_pipe_batch *b,
 }
 
 /* A failed step: nothing was written (model.h); requests fail only when it is their input. */
-static void step_failed(struct launcher *l, const struct rs_pipe_batch *b, rs_err rc,
-                        struct rs_pipe_result_row *rows)
+static void step_failed(struct launcher *l, const struct rs_pipe_batch *b, uint32_t n_seqs,
+                        rs_err rc, struct rs_pipe_result_row *rows)
 {
     rs_log_req(RS_LOG_ERROR, RS_LOG_NOID, b->batch_id, "model step over %u seqs failed: %s",
-               b->n_seqs, rs_strerror(rc));
+               n_seqs, rs_strerror(rc));
     const struct rs_pipe_batch_seq *seqs = rs_pipe_batch_seqs(b);
-    for (uint32_t i = 0; i < b->n_seqs; i++) {
+    for (uint32_t i = 0; i < n_seqs; i++) {
         if (l->run_of[i] == REFUSED)
             continue;
         struct rs_table_ref ref = {seqs[i].req_index, seqs[i].req_gen};
@@ -167,17 +167,22 @@ static uint32_t run_batch(struct launcher *l, const struct rs_pipe_batch *b,
 {
     struct rs_pipe_result_row *rows = rs_pipe_result_rows(res);
     const struct rs_pipe_batch_seq *seqs = rs_pipe_batch_seqs(b);
-    uint32_t n_run = prepare(l, b, rows, &info->n_refused);
+    /* Read once, as checked: a process stopped mid-step and replaced finds the slot holding
+     * another batch when it resumes (ring recovery redelivered this one). */
+    const uint32_t n_seqs = b->n_seqs;
+    uint32_t n_run = prepare(l, b, n_seqs, rows, &info->n_refused);
     uint64_t t0 = rs_clock_ns();
     rs_err rc = n_run > 0 ? rs_model_step(l->model, l->kv, l->seqs, n_run) : RS_OK;
     uint64_t t1 = rs_clock_ns();
     res->forward_ns = t1 - t0;
     RS_FAILPOINT("launcher.step.after_forward");
     if (rc != RS_OK) {
-        step_failed(l, b, rc, rows);
-        info->n_refused = b->n_seqs;
+        step_failed(l, b, n_seqs, rc, rows);
+        info->n_refused = n_seqs;
     } else {
-        for (uint32_t i = 0; i < b->n_seqs; i++) {
+        for (uint32_t i = 0; i < n_seqs; i++) {
+            if (!rs_role_current(l->p->role))
+                break; /* fenced: the rows belong to the new incarnation (nothing commits) */
             if (l->run_of[i] == REFUSED)
                 continue;
             const struct rs_pipe_batch_seq *s = &seqs[i];
@@ -191,13 +196,13 @@ static uint32_t run_batch(struct launcher *l, const struct rs_pipe_batch *b,
     }
     res->sample_ns = rs_clock_ns() - t1;
     res->status = info->n_refused == 0 ? RS_PIPE_RESULT_OK : RS_PIPE_RESULT_ERROR;
-    res->n_rows = b->n_seqs;
+    res->n_rows = n_seqs;
     struct rs_metrics_block *m = metrics(l);
     rs_counter_add(&m->counter[RS_M_LAU_STEPS], 1);
     rs_counter_add(&m->counter[RS_M_LAU_TOKENS], b->n_tokens);
     rs_hist_add(&m->hist[RS_H_LAU_FORWARD], res->forward_ns / 1000);
     rs_hist_add(&m->hist[RS_H_LAU_SAMPLE], res->sample_ns / 1000);
-    return result_len(b->n_seqs);
+    return result_len(n_seqs);
 }
 
 uint32_t launcher_run(struct launcher *l, const struct rs_ring_rd *rd, int crc_ok, void *out,
