@@ -221,6 +221,12 @@ rs_err postd_send_final(struct postd *d, struct rs_table_ref ref, struct rs_pipe
     if (rc != RS_OK)
         return rc;
     RS_FAILPOINT("postprocd.final_sent"); /* crash test: the final is out, final_sent is not */
+    if (!rs_role_current(d->p->role)) {
+        /* Replaced while stopped: a final_sent written now would let the new incarnation
+         * release output whose final may never have left this process. */
+        d->fenced = 1;
+        return RS_ESTALE;
+    }
     next.final_sent = 1;
     postd_cursor_publish(r, &next);
     final_metrics(d, r, next.n_done);

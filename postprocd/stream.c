@@ -117,6 +117,12 @@ static rs_err step(struct postd *d, struct rs_table_ref ref, struct rs_pipe_req 
         return rc;
     }
     RS_FAILPOINT("postprocd.delta_sent"); /* crash test: the delta is out, the cursor is not */
+    if (!rs_role_current(d->p->role)) {
+        /* Replaced while stopped here: the new incarnation owns the cursor now, and a stale
+         * publish would move it back (crash.chaos.stopped_stage_replaced_then_resumed_...). */
+        d->fenced = 1;
+        return RS_ESTALE;
+    }
     postd_cursor_publish(r, &next);
     *c = next;
     if (matched) {
