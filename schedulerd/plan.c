@@ -179,12 +179,14 @@ static int admit_commit(struct sched *s, uint32_t idx, uint32_t n_hit, uint32_t 
     rs_err rc = rs_table_transition(s->p->requests, ref, RS_PIPE_REQ_WAITING,
                                     RS_PIPE_REQ_RUNNING);
     if (rc != RS_OK) {
+        /* Fenced (stopped here and replaced): the row may be the new incarnation's by now,
+         * so it is left alone; this process exits without undoing anything. */
+        if (!rs_role_current(s->p->role))
+            return sched_fence(s);
         req_row_clear(s, slot);
         s->free_slots[s->n_free_slots++] = slot;
         for (uint32_t k = n_blocks; k-- > 0;)
             kv_block_release(&s->kv, s->blkbuf[k]);
-        if (!rs_role_current(s->p->role))
-            return sched_fence(s);
         rs_log_req(RS_LOG_ERROR, sr->handle, RS_LOG_NOID,
                    "record %u: WAITING -> RUNNING refused (%s): dropped", idx, rs_strerror(rc));
         waitq_remove(s, idx);

@@ -135,8 +135,8 @@ static void drop_kv(struct sched *s, uint32_t idx)
 
 rs_err req_finish(struct sched *s, uint32_t idx, uint32_t word)
 {
-    if (s->fenced)
-        return RS_ESTALE;
+    if (s->fenced || !rs_role_current(s->p->role))
+        return sched_fence(s); /* the record's plain fields below are the new incarnation's */
     struct sreq *sr = &s->req[idx];
     struct rs_pipe_req *r = rs_pipe_req_at(s->p, idx);
     if (word != 0)

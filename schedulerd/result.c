@@ -100,7 +100,12 @@ static int finish_flight(struct sched *s)
 static int apply(struct sched *s, const struct rs_pipe_result *res)
 {
     const struct rs_pipe_result_row *rows = rs_pipe_result_rows(res);
-    for (uint32_t i = 0; i < res->n_rows; i++) {
+    const uint32_t n_rows = res->n_rows; /* read once, as checked */
+    for (uint32_t i = 0; i < n_rows; i++) {
+        /* Stopped here and replaced, this process would go on reading a result slot that
+         * recovery redelivered and the launcher has since refilled with another batch's rows. */
+        if (!rs_role_current(s->p->role))
+            return sched_fence(s);
         apply_row(s, res, &rows[i]);
         RS_FAILPOINT("sched.apply.row");
     }
