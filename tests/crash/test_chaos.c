@@ -254,10 +254,16 @@ static int fence_one(struct pchaos *c, enum rs_pipe_stage s, const char *stop_sp
 
 static int test_stopped_stage_replaced_then_resumed_is_fenced(void)
 {
-    static const char *const stops[RS_PIPE_N_STAGES] = {
-        "RS_FAILPOINT=table.claim.after_cas:3:stop", "RS_FAILPOINT=sched.batch.marked:20:stop",
-        "RS_FAILPOINT=launcher.step.after_forward:20:stop",
-        "RS_FAILPOINT=postprocd.delta_sent:30:stop"};
+    /* Where each stage stops itself in the middle of its work (ipc/README.md failpoints). */
+    static const char *const stops[RS_PIPE_N_STAGES][3] = {
+        {"RS_FAILPOINT=table.claim.after_cas:3:stop", "RS_FAILPOINT=arena.append.written:4:stop",
+         NULL},
+        {"RS_FAILPOINT=sched.batch.marked:20:stop", "RS_FAILPOINT=sched.admit.row:6:stop",
+         "RS_FAILPOINT=sched.apply.row:40:stop"},
+        {"RS_FAILPOINT=launcher.step.after_forward:20:stop",
+         "RS_FAILPOINT=launcher.row.after_append:30:stop", NULL},
+        {"RS_FAILPOINT=postprocd.delta_sent:30:stop", "RS_FAILPOINT=postprocd.final_sent:5:stop",
+         NULL}};
     char model[512];
     struct pchaos_opts o;
     int rc = begin(&o, model, sizeof(model));
@@ -266,9 +272,11 @@ static int test_stopped_stage_replaced_then_resumed_is_fenced(void)
     o.kill_max_ms = 0;
     o.failpoint_pct = 0;
     int failed = pchaos_start(&ch, &o) != 0 || pchaos_poll(&ch, 500) != 0;
-    for (int s = 0; s < RS_PIPE_N_STAGES && !failed; s++)
-        failed = fence_one(&ch, (enum rs_pipe_stage)s, NULL) != 0 ||
-                 fence_one(&ch, (enum rs_pipe_stage)s, stops[s]) != 0;
+    for (int s = 0; s < RS_PIPE_N_STAGES && !failed; s++) {
+        failed = fence_one(&ch, (enum rs_pipe_stage)s, NULL) != 0;
+        for (int k = 0; k < 3 && stops[s][k] != NULL && !failed; k++)
+            failed = fence_one(&ch, (enum rs_pipe_stage)s, stops[s][k]) != 0;
+    }
     failed = finish(&ch, failed);
     pchaos_stop(&ch, failed);
     return failed;
