@@ -77,7 +77,7 @@ rs_err rs_model_load(const char *path, const struct rs_model_opts *opts, rs_mode
 /* Frees the model (every KV cache made from it must be destroyed first); accepts NULL, clears *m. */
 void rs_model_destroy(rs_model **m);
 
-/* Borrowed until rs_model_destroy. */
+/* The model's hyperparameters; borrowed until rs_model_destroy. Any thread. */
 const struct rs_model_hparams *rs_model_hparams(const rs_model *m);
 
 /* The open GGUF (borrowed until rs_model_destroy), e.g. to build the vocab from the same file. */
@@ -105,6 +105,7 @@ rs_err rs_kvcache_create(rs_model *m, uint32_t n_blocks, uint32_t block_size, rs
 /* Accepts NULL and clears *kv. */
 void rs_kvcache_destroy(rs_kvcache **kv);
 
+/* The cache's blocks, and tokens per block, as created. Any thread. */
 uint32_t rs_kvcache_n_blocks(const rs_kvcache *kv);
 uint32_t rs_kvcache_block_size(const rs_kvcache *kv);
 

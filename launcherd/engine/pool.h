@@ -34,6 +34,7 @@ rs_err pool_create(int n_threads, unsigned barrier_spin_us, unsigned idle_spin_u
 /* Stops and joins the workers; accepts NULL and clears *p. Not during pool_run. */
 void pool_destroy(struct pool **p);
 
+/* Threads in the pool, the caller of pool_run included. */
 int pool_size(const struct pool *p);
 
 /*
