@@ -1,16 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Solo reference outputs for end-to-end and crash tests, computed in this
- * process with the engine (launcherd/engine/model.h), the sampler, the stop
- * rules and the model's own vocab, never through the daemons: a request is
- * tokenized as tokenizerd does (BOS per the vocab, special tokens parsed),
- * prefilled in one step and decoded one token at a time over a private KV
- * cache, sampled as a pure function of (params, logits, history, index),
- * stopped by the same rules, and detokenized from the last prompt token.
- * The pipeline's output for the same request must equal it byte for byte
- * (batch invariance, DESIGN.md §4). Header-only (static inline) so tests and
- * bench drivers include it without a build change. Leaves out stop strings
- * and logprobs (requests that use them are refused with RS_EUNSUPPORTED).
+ * process by the engine, sampler, stop rules and vocab, never through the
+ * daemons: tokenized as tokenizerd does, prefilled in one step, decoded one
+ * token at a time over a private KV cache, sampled as a pure function of
+ * (params, logits, history, index), detokenized from the last prompt token.
+ * The pipeline must match it byte for byte (batch invariance, DESIGN.md §4).
+ * Header-only (static inline). Leaves out stop strings and logprobs.
  */
 #ifndef RS_SOLO_REF_H
 #define RS_SOLO_REF_H

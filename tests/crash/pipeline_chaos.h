@@ -1,20 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The whole-pipeline chaos shared by tests/crash/test_chaos.c and
- * bench/bench_chaos.c (issue 6): the four real daemons (pipeline_harness.h)
- * under a steady load of mixed requests from several clients, with this
- * process as their supervisor: it SIGKILLs a stage every U(min, max) ms
- * (stages in shuffled rounds, so each is killed as often as the others;
- * launcherd preferably while it holds a batch, postprocd while a stream is
- * open, schedulerd while a batch is in flight), reaps it and starts it again
- * at once with the same arguments, some starts armed with a failpoint of
- * that stage, and times kill -> READY from the role table. Every request's
- * output is checked against its solo output computed in-process
- * (tests/solo_ref.h); afterwards the load drains and the segment is audited
- * (rs_harness_audit). Also: stopping a stage, replacing it and resuming the
- * old process (it must exit 1, fenced), and killing a stage inside its own
- * recovery. Header-only, like ring_chaos.h. Leaves out: the supervisor's own
- * death (it.ops.supervisor_kill_no_orphans_and_recovery covers it).
+ * The whole-pipeline chaos of tests/crash/test_chaos.c and bench/bench_chaos.c:
+ * the four daemons under a steady mixed load from several clients, this
+ * process their supervisor: it SIGKILLs a stage every U(min, max) ms (stages
+ * in shuffled rounds; preferably while busy), restarts it at once (some starts
+ * armed with a failpoint) and times kill -> READY from the role table. Each
+ * output is checked against its in-process solo run (tests/solo_ref.h); after
+ * the drain the segment is audited. Header-only, like ring_chaos.h. Leaves
+ * out the supervisor's own death (it.ops.supervisor_kill_no_orphans_and_recovery).
  */
 #ifndef RS_PIPELINE_CHAOS_H
 #define RS_PIPELINE_CHAOS_H

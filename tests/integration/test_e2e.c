@@ -1,19 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * End to end through the four real daemons (tests/pipeline_harness.h) on
- * stories260K, issue 5 item 8, with every expected output computed in this
- * process by the engine alone (tests/solo_ref.h), never by the pipeline:
- * 32 concurrent clients with mixed prompts, lengths, sampling and streaming
- * each receive exactly their solo output; a client cancel mid-stream hands
- * every KV block back (the pool then fits a full-context request with no
- * preemption); a pool small enough to force preemption changes no output; a
- * prefix-cache hit changes no output and prefills fewer tokens (counters);
- * malformed msgpack, unknown fields, wrong types, an over-long prompt and
- * invalid parameters each get their error while concurrent good requests
- * complete; a full table answers "overloaded". Each case ends with the
- * shared-memory audit (rs_harness_audit). The published-text CLI run, 10
- * concurrent clients, cancel-ends-with-abort and the client-side crash cases
- * are it.client.* (tests/integration/test_client.c) and are not repeated.
+ * Issue 5 item 8 through the four real daemons on stories260K, each output
+ * checked against its solo run computed in-process (tests/solo_ref.h): 32
+ * mixed concurrent clients; a cancel mid-stream returns every KV block; a pool
+ * that forces preemption; a prefix-cache hit (fewer prefilled tokens); bad
+ * messages and parameters refused while good requests complete; a full table
+ * answers "overloaded". Each case ends with rs_harness_audit. The CLI's
+ * published text, 10 clients, cancel-with-abort and the client-side crash
+ * cases are it.client.* (test_client.c), not repeated here.
  */
 #include <signal.h>
 #include <stdatomic.h>
