@@ -309,13 +309,29 @@ static inline int pchaos_supervise(struct pchaos *c)
     return 0;
 }
 
-/* Whether stage s is in the middle of something a kill interrupts (see the file comment). */
+/* Generates sent but not acknowledged yet (refusals aside, none occur here). */
+static inline uint64_t pchaos_unacked(const struct pchaos *c)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < c->o.n_clients && c->clients[i] != NULL; i++) {
+        struct rs_client_stats st;
+        rs_client_stats(c->clients[i], &st);
+        n += st.submitted - st.acked;
+    }
+    return n;
+}
+
+/*
+ * Whether stage s is in the middle of something a kill interrupts: tokenizerd
+ * a generate not yet acknowledged, schedulerd a batch in flight, launcherd a
+ * batch taken (mid-step), postprocd a stream started and not finished.
+ */
 static inline int pchaos_busy(struct pchaos *c, enum rs_pipe_stage s)
 {
     struct rs_pipe *v = rs_harness_view(&c->h);
     struct rs_ring_stats b, r;
     if (v == NULL || s == RS_PIPE_STAGE_TOKENIZERD)
-        return v != NULL;
+        return v != NULL && pchaos_unacked(c) > 0;
     if (s != RS_PIPE_STAGE_POSTPROCD) {
         if (rs_ring_check(v->batches, &b) != RS_OK || rs_ring_check(v->results, &r) != RS_OK)
             return 0;
@@ -354,9 +370,11 @@ static inline int pchaos_kill(struct pchaos *c, enum rs_pipe_stage s)
 {
     struct pchaos_stage *st = &c->st[s];
     int busy = 0;
-    for (uint64_t end = rs_clock_ms() + 100; !(busy = pchaos_busy(c, s)) && rs_clock_ms() < end;)
+    for (uint64_t end = rs_clock_ms() + 100; !(busy = pchaos_busy(c, s)) && rs_clock_ms() < end;) {
+        pchaos_top_up(c);
         if (rs_client_poll_set(c->clients, c->o.n_clients, 1) < 0)
             return 1;
+    }
     int recovering = rs_harness_ready_ns(&c->h, s) == 0;
     uint64_t t = rs_clock_ns();
     rs_harness_signal(&c->h, s, SIGKILL);
