@@ -114,6 +114,7 @@ struct rs_client_stats {
     uint64_t duplicates;    /* messages dropped because their seq was already delivered */
     uint64_t gaps;          /* messages dropped because an earlier seq was missing */
     uint64_t resumes;       /* resume messages sent */
+    uint64_t releases;      /* release messages sent (a final arrived: postprocd may free it) */
     uint64_t hellos;        /* hello messages sent */
     uint64_t reconnects;    /* reconnections seen (either daemon) */
     uint64_t cancels_sent;  /* cancel messages sent, retries included */

@@ -101,6 +101,13 @@ void creq_send_cancel(rs_client *c, struct creq *q, uint64_t now);
 /* Sends resume(q, next_seq) to postprocd now. */
 void creq_send_resume(rs_client *c, struct creq *q, uint64_t now);
 
+/*
+ * Tells postprocd the final of request `id` arrived, so it frees the request
+ * now rather than after its linger. Best effort: a lost release only keeps
+ * the record until the linger ends.
+ */
+void client_send_release(rs_client *c, const char *id);
+
 /* Runs every due timer of every request and of the client; returns the next due time. */
 uint64_t client_timers(rs_client *c, uint64_t now);
 

@@ -132,6 +132,7 @@ static void on_final(rs_client *c, struct creq *q, const struct rs_wire_final *f
     ev.error = f->error;
     snprintf(msg, sizeof(msg), "%.*s", STR_ARGS(f->message));
     ev.message = msg;
+    client_send_release(c, q->id);
     creq_finish(c, q, &ev);
 }
 
@@ -176,6 +177,8 @@ void client_on_message(rs_client *c, bool from_post, const uint8_t *buf, size_t 
         return;
     }
     struct creq *q = m.id[0] != '\0' ? creq_find(c, m.id, strlen(m.id)) : NULL;
+    if (q == NULL && from_post && m.type == RS_WIRE_T_FINAL)
+        client_send_release(c, m.id); /* a repeat after ours was lost: postprocd still holds it */
     if (q == NULL) {
         if (m.type == RS_WIRE_T_ERROR && m.id[0] == '\0')
             rs_log_warn("client: %s refused a message: %s: %.*s",

@@ -284,6 +284,16 @@ void creq_send_cancel(rs_client *c, struct creq *q, uint64_t now)
     q->cancel_due_ns = now + (uint64_t)(sent ? c->ack_timeout_ms : SEND_RETRY_MS) * MS;
 }
 
+void client_send_release(rs_client *c, const char *id)
+{
+    struct rs_wire_client_msg m;
+    memset(&m, 0, sizeof(m));
+    m.type = RS_WIRE_T_RELEASE;
+    snprintf(m.id, sizeof(m.id), "%s", id);
+    if (client_send_msg(c, c->post, &m) == RS_OK)
+        c->st.releases++;
+}
+
 void creq_send_resume(rs_client *c, struct creq *q, uint64_t now)
 {
     struct rs_wire_client_msg m;

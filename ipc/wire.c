@@ -33,6 +33,7 @@ static const char *const type_names[RS_WIRE_T_COUNT] = {
     [RS_WIRE_T_RESUME] = "resume",   [RS_WIRE_T_ACK] = "ack",
     [RS_WIRE_T_ERROR] = "error",     [RS_WIRE_T_WELCOME] = "welcome",
     [RS_WIRE_T_DELTA] = "delta",     [RS_WIRE_T_FINAL] = "final",
+    [RS_WIRE_T_RELEASE] = "release",
 };
 
 const char *rs_wire_code_name(enum rs_wire_code code)

@@ -68,6 +68,7 @@ enum rs_wire_type {
     RS_WIRE_T_WELCOME,  /* reply to hello */
     RS_WIRE_T_DELTA,    /* postprocd -> client */
     RS_WIRE_T_FINAL,    /* postprocd -> client */
+    RS_WIRE_T_RELEASE,  /* client -> postprocd: the final arrived; free the request now */
     RS_WIRE_T_COUNT
 };
 

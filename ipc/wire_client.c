@@ -39,7 +39,7 @@ static const struct wire_field gen_fields[] = {
 #define GEN_FIRST_OPT 3
 #define N_GEN_FIELDS (sizeof(gen_fields) / sizeof(gen_fields[0]))
 
-/* cancel / resume / hello share one table; each requires its own subset. */
+/* cancel / resume / hello / release share one table; each requires its own subset. */
 static const struct wire_field small_fields[] = {
     {"v", "v"}, {"type", "type"}, {"id", "id"}, {"from_seq", "from_seq"}};
 #define SMALL_HEAD 0x3u /* v, type */
@@ -120,11 +120,12 @@ static rs_err small_field(struct wire_rd *r, unsigned idx, void *ctx)
     }
 }
 
-/* Fields of cancel/resume/hello: which of small_fields each may and must carry. */
+/* Fields of cancel/resume/hello/release: which of small_fields each may and must carry. */
 static uint64_t small_allowed(enum rs_wire_type t)
 {
-    return t == RS_WIRE_T_RESUME ? SMALL_HEAD | SMALL_ID | SMALL_FROM
-           : t == RS_WIRE_T_CANCEL ? SMALL_HEAD | SMALL_ID : SMALL_HEAD;
+    return t == RS_WIRE_T_RESUME                             ? SMALL_HEAD | SMALL_ID | SMALL_FROM
+           : t == RS_WIRE_T_CANCEL || t == RS_WIRE_T_RELEASE ? SMALL_HEAD | SMALL_ID
+                                                             : SMALL_HEAD;
 }
 
 rs_err rs_wire_client_decode(const void *buf, size_t len, struct rs_wire_client_msg *out,
@@ -147,7 +148,7 @@ rs_err rs_wire_client_decode(const void *buf, size_t len, struct rs_wire_client_
         e = wire_rd_fields(&r, n, gen_fields, N_GEN_FIELDS, 0x7, gen_field, out, &seen);
         out->u.gen.has = (uint32_t)(seen >> GEN_FIRST_OPT);
     } else if (h.type == RS_WIRE_T_CANCEL || h.type == RS_WIRE_T_RESUME ||
-               h.type == RS_WIRE_T_HELLO) {
+               h.type == RS_WIRE_T_HELLO || h.type == RS_WIRE_T_RELEASE) {
         uint64_t allowed = small_allowed(h.type);
         unsigned n_tab = 64 - (unsigned)__builtin_clzll(allowed);
         e = wire_rd_fields(&r, n, small_fields, n_tab, allowed, small_field, out, &seen);
@@ -259,7 +260,8 @@ rs_err rs_wire_client_encode(const struct rs_wire_client_msg *m, struct rs_wire_
     case RS_WIRE_T_CANCEL:
     case RS_WIRE_T_RESUME:
     case RS_WIRE_T_HELLO:
-        wire_wr_map(&w, m->type == RS_WIRE_T_RESUME ? 4 : m->type == RS_WIRE_T_CANCEL ? 3 : 2);
+    case RS_WIRE_T_RELEASE:
+        wire_wr_map(&w, m->type == RS_WIRE_T_RESUME ? 4 : m->type == RS_WIRE_T_HELLO ? 2 : 3);
         wire_wr_head(&w, m->type);
         if (needs_id) {
             wire_wr_key(&w, "id");

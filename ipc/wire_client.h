@@ -60,7 +60,7 @@ struct rs_wire_generate {
 
 /* A decoded or to-be-encoded client message. */
 struct rs_wire_client_msg {
-    enum rs_wire_type type;       /* GENERATE, CANCEL, HELLO or RESUME */
+    enum rs_wire_type type;       /* GENERATE, CANCEL, HELLO, RESUME or RELEASE */
     char id[RS_WIRE_ID_MAX + 1];  /* request id, NUL-terminated; "" for hello */
     union {
         struct rs_wire_generate gen;

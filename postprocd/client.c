@@ -107,6 +107,22 @@ static void resume(struct postd *d, rs_zsock *sock, int tcp, const struct rs_zso
                    rs_strerror(rc));
 }
 
+/*
+ * The client has the final: free the request now instead of after the
+ * linger. Only a request whose final was sent is released; anything else
+ * (unknown id, a repeat, output still streaming) is ignored without a reply.
+ */
+static void release(struct postd *d, int tcp, const struct rs_zsock_peer *peer,
+                    const struct rs_wire_client_msg *m)
+{
+    struct rs_table_ref ref;
+    if (!find_request(d, tcp, peer, m->id, &ref))
+        return;
+    struct rs_pipe_req *r = rs_pipe_req_at(d->p, ref.index);
+    if (rs_pipe_cursor_cur(r)->final_sent)
+        postd_release(d, ref, "released by the client");
+}
+
 static void handle(struct postd *d, rs_zsock *sock, int tcp, const struct rs_zsock_peer *peer,
                    zmq_msg_t *body)
 {
@@ -120,9 +136,11 @@ static void handle(struct postd *d, rs_zsock *sock, int tcp, const struct rs_zso
         welcome(d, sock, peer);
     else if (m.type == RS_WIRE_T_RESUME)
         resume(d, sock, tcp, peer, &m);
+    else if (m.type == RS_WIRE_T_RELEASE)
+        release(d, tcp, peer, &m);
     else
-        reply_error(d, sock, peer, m.id, RS_WIRE_BAD_REQUEST,
-                    "postprocd takes hello and resume; send generate and cancel to tokenizerd");
+        reply_error(d, sock, peer, m.id, RS_WIRE_BAD_REQUEST, "postprocd takes hello, resume and "
+                    "release; send generate and cancel to tokenizerd");
 }
 
 void postd_drain_clients(struct postd *d, rs_zsock *sock, int tcp, uint32_t max)

@@ -40,7 +40,8 @@ static void usage(FILE *f)
                "(ipc/PROTOCOL.md); finishes requests on stop strings.\n\n"
                "%s\n%s%s"
                "postprocd options:\n"
-               "  --linger-ms N            keep a finished request N ms for resume (default 2000)\n"
+               "  --linger-ms N            keep a finished request N ms for resume, unless its\n"
+               "                           client sends release first (default 30000)\n"
                "  --client-timeout-ms N    abort a request whose client is unreachable this long\n"
                "                           (default 30000)\n"
                "  --help                   this text\n",
@@ -83,7 +84,7 @@ static int parse_args(int argc, char **argv, struct args *a)
     rs_pipe_config_default(&a->cfg);
     rs_pipe_front_opts_init(&a->front);
     a->rundir[0] = '\0';
-    a->linger_ms = 2000;
+    a->linger_ms = 30000;
     a->client_timeout_ms = 30000;
     rs_place_opts_default(&a->place);
     for (int i = 1; i < argc; i++) {

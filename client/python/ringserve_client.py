@@ -155,7 +155,7 @@ class Client:
         self.ctx = context or zmq.Context.instance()
         self.stats = dict.fromkeys(
             ("submitted", "acked", "finished", "gen_sent", "gen_resent", "deltas",
-             "duplicates", "gaps", "resumes", "hellos", "reconnects", "cancels_sent",
+             "duplicates", "gaps", "resumes", "releases", "hellos", "reconnects", "cancels_sent",
              "timeouts", "strays", "malformed", "send_fail"), 0)
         self.requests = {}
         self.next_id = self.events = 0
@@ -242,6 +242,11 @@ class Client:
         sent = self._send("tok", {"v": PROTOCOL_VERSION, "type": "cancel", "id": req.id})
         self.stats["cancels_sent"] += sent
         req.cancel_due = now + (self.ack_timeout if sent else 0.1)
+
+    def _send_release(self, req_id):
+        """The final arrived: postprocd may free the request now instead of after its linger."""
+        msg = {"v": PROTOCOL_VERSION, "type": "release", "id": req_id}
+        self.stats["releases"] += self._send("post", msg)
 
     def _send_resume(self, req, now):
         msg = {"v": PROTOCOL_VERSION, "type": "resume", "id": req.id, "from_seq": req.next_seq}
@@ -420,6 +425,8 @@ class Client:
                 self._on_welcome(now)
             return
         req = self.requests.get(msg.get("id"))
+        if req is None and name == "post" and kind == "final" and isinstance(msg.get("id"), str):
+            self._send_release(msg["id"])  # a repeat after our release was lost
         if req is None:
             self.stats["strays"] += 1
             return
@@ -472,6 +479,7 @@ class Client:
         req.resume_pending, req.stall_ivl = False, self.stall
         ev = Event(req, final, msg)
         if final:
+            self._send_release(req.id)
             self._finish(req, ev)
         else:
             self.stats["deltas"] += 1

@@ -328,6 +328,40 @@ static int test_refused_request_ends_with_the_servers_error(void)
     return 0;
 }
 
+/* With a 30 s linger, only the client's release can free a finished request within seconds. */
+static int test_release_frees_finished_requests_at_once(void)
+{
+    struct rs_harness h;
+    char model[512];
+    struct rs_wire_generate g;
+    int rc = start(&h, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    rs_client *c = client_of(&h);
+    RS_CHECK(c != NULL);
+    greedy(&g, "Once upon a time", 16, false);
+    for (int i = 0; i < 4; i++) {
+        struct rs_client_result res;
+        RS_CHECK(rs_client_generate_sync(c, &g, 0, NULL, NULL, &res) == RS_OK);
+        RS_CHECK(res.status == RS_CLIENT_OK);
+        rs_client_result_fini(&res);
+    }
+    struct rs_client_stats st;
+    rs_client_stats(c, &st);
+    struct rs_harness_audit a;
+    int findings = 1;
+    for (uint64_t end = rs_clock_ms() + 5000; findings != 0 && rs_clock_ms() < end;) {
+        rs_client_poll(c, 50);
+        findings = rs_harness_audit(&h, &a);
+    }
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, 0);
+    RS_CHECK_MSG(st.releases == 4, "%llu releases sent", (unsigned long long)st.releases);
+    RS_CHECK_MSG(findings == 0 && a.records_busy == 0, "%llu records still held",
+                 (unsigned long long)a.records_busy);
+    return 0;
+}
+
 static int test_cancel_before_ack_ends_with_abort(void)
 {
     struct rs_harness h;
@@ -706,6 +740,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_cancel_mid_stream_ends_with_abort),
     RS_TEST(test_refused_request_ends_with_the_servers_error),
     RS_TEST(test_cancel_before_ack_ends_with_abort),
+    RS_TEST(test_release_frees_finished_requests_at_once),
     RS_TEST(test_tokenizerd_killed_before_ack_runs_request_once),
     RS_TEST(test_tokenizerd_killed_mid_intake_runs_request_once),
     RS_TEST(test_tokenizerd_killed_at_random_moments_runs_each_request_once),

@@ -522,6 +522,13 @@ static int test_small_client_messages(void)
     RS_CHECK(rs_wire_client_encode(&in, &buf) == RS_OK);
     RS_CHECK(rs_wire_client_decode(buf.data, buf.len, &out, &err) == RS_OK);
     RS_CHECK(out.type == RS_WIRE_T_CANCEL && strcmp(out.id, "abc") == 0);
+    in.type = RS_WIRE_T_RELEASE;
+    RS_CHECK(rs_wire_client_encode(&in, &buf) == RS_OK);
+    RS_CHECK(rs_wire_client_decode(buf.data, buf.len, &out, &err) == RS_OK);
+    RS_CHECK(out.type == RS_WIRE_T_RELEASE && strcmp(out.id, "abc") == 0);
+    in.id[0] = '\0';
+    RS_CHECK(rs_wire_client_encode(&in, &buf) == RS_EINVAL); /* release names its request */
+    strcpy(in.id, "abc");
     in.type = RS_WIRE_T_HELLO;
     RS_CHECK(rs_wire_client_encode(&in, &buf) == RS_EINVAL); /* hello carries no id */
     in.id[0] = '\0';
