@@ -41,7 +41,7 @@ struct pchaos_opts {
     unsigned stage_mask;               /* stages the storm kills (bit per enum rs_pipe_stage) */
     uint32_t failpoint_pct;            /* % of restarts armed with one of the stage's failpoints */
     const char *doorbell_fault; /* NULL, "drop" or "dup": RS_DOORBELL_FAULT of every daemon */
-    const char *linger_ms;      /* postprocd --linger-ms (text) */
+    const char *linger_ms;      /* postprocd --linger-ms (text); NULL = postprocd's default */
     uint64_t seed;
     int verbose; /* print each kill */
 };
@@ -60,9 +60,10 @@ static inline void pchaos_opts_default(struct pchaos_opts *o, const char *model)
     o->kill_max_ms = 800;
     o->stage_mask = 0xf;
     o->failpoint_pct = 25;
-    /* Short: each postprocd start restarts the linger of every finished record, so with a
-     * restart every ~2 s a 2 s linger would keep every record and fill the table. */
-    o->linger_ms = "500";
+    /* Clients release their records at the final; the linger is the backstop for a release
+     * lost with a killed postprocd: above the client's 8 s resume backoff, short enough that
+     * the audit after the drain need not wait postprocd's 30 s default. */
+    o->linger_ms = "10000";
     o->seed = 1;
 }
 
@@ -434,8 +435,10 @@ static inline int pchaos_start(struct pchaos *c, const struct pchaos_opts *o)
     ho.n_ctx = o->n_ctx;
     ho.max_requests = 1024; /* a few hundred requests/s linger after their final */
     ho.ready_timeout_ms = 60000;
-    ho.extra[RS_PIPE_STAGE_POSTPROCD][0] = "--linger-ms";
-    ho.extra[RS_PIPE_STAGE_POSTPROCD][1] = o->linger_ms;
+    if (o->linger_ms != NULL) {
+        ho.extra[RS_PIPE_STAGE_POSTPROCD][0] = "--linger-ms";
+        ho.extra[RS_PIPE_STAGE_POSTPROCD][1] = o->linger_ms;
+    }
     if (rs_harness_start(&c->h, &ho) != RS_OK)
         return 1;
     for (uint32_t i = 0; i < o->n_clients; i++) {
@@ -498,7 +501,7 @@ static inline int pchaos_drain(struct pchaos *c, uint32_t limit_ms)
 static inline int pchaos_audit(struct pchaos *c, struct rs_harness_audit *a)
 {
     struct rs_table_stats ts = {0};
-    for (uint64_t end = rs_clock_ms() + 20000; rs_clock_ms() < end;) {
+    for (uint64_t end = rs_clock_ms() + 40000; rs_clock_ms() < end;) {
         struct rs_pipe *v = rs_harness_view(&c->h);
         int ready = 1;
         for (int s = 0; s < RS_PIPE_N_STAGES; s++)
