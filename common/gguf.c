@@ -92,7 +92,7 @@ static int take_str(struct cursor *c, struct rs_gguf_str *s)
     return 1;
 }
 
-static size_t scalar_size(enum rs_gguf_type t)
+size_t rs_gguf_value_size(enum rs_gguf_type t)
 {
     switch (t) {
     case RS_GGUF_U8: case RS_GGUF_I8: case RS_GGUF_BOOL: return 1;
@@ -177,7 +177,7 @@ static rs_err parse_array(struct cursor *c, struct gguf_kv *kv, const char *key)
         }
         return RS_OK;
     }
-    size_t es = scalar_size((enum rs_gguf_type)et);
+    size_t es = rs_gguf_value_size((enum rs_gguf_type)et);
     if (es == 0)
         return fail(c, "metadata '%s': unknown array element type %u", key, et);
     if (n > (c->size - c->pos) / es || !skip(c, n * es))
@@ -214,7 +214,7 @@ static rs_err parse_value(struct cursor *c, struct gguf_kv *kv, const char *key,
             return fail(c, "metadata '%s': string value truncated or too long", key);
         return RS_OK;
     }
-    size_t sz = scalar_size((enum rs_gguf_type)type);
+    size_t sz = rs_gguf_value_size((enum rs_gguf_type)type);
     if (sz == 0)
         return fail(c, "metadata '%s': unknown value type %u", key, type);
     if (!skip(c, sz))
@@ -659,7 +659,7 @@ rs_err rs_gguf_arr_i64(const rs_gguf *g, const char *key, uint64_t i, int64_t *o
     const struct gguf_kv *kv = find_arr(g, key, &rc);
     if (kv == NULL)
         return rc;
-    size_t es = scalar_size(kv->elem_type);
+    size_t es = rs_gguf_value_size(kv->elem_type);
     if (i >= kv->n || es == 0)
         return RS_EINVAL;
     int64_t v = 0;
@@ -681,7 +681,7 @@ rs_err rs_gguf_arr_f64(const rs_gguf *g, const char *key, uint64_t i, double *ou
     const struct gguf_kv *kv = find_arr(g, key, &rc);
     if (kv == NULL)
         return rc;
-    size_t es = scalar_size(kv->elem_type);
+    size_t es = rs_gguf_value_size(kv->elem_type);
     if (i >= kv->n || es == 0)
         return RS_EINVAL;
     const uint8_t *p = g->base + kv->value_off + i * es;

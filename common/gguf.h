@@ -132,6 +132,9 @@ uint64_t rs_gguf_n_tensors(const rs_gguf *g);
 int64_t rs_gguf_find_tensor(const rs_gguf *g, const char *name);
 const struct rs_gguf_tensor *rs_gguf_tensor(const rs_gguf *g, uint64_t idx);
 
+/* Bytes of one scalar metadata value of type t; 0 for STRING, ARRAY or unknown. */
+size_t rs_gguf_value_size(enum rs_gguf_type t);
+
 /* --- ggml type facts ------------------------------------------------------ */
 /* Bytes per block and elements per block; 0 for an unknown type. */
 size_t rs_ggml_type_size(enum rs_ggml_type t);

@@ -135,21 +135,10 @@ rs_err rs_gguf_writer_set_str(rs_gguf_writer *w, const char *key, const char *v)
     return put_kv(w, key, RS_GGUF_STRING, raw, 8 + len);
 }
 
-static size_t elem_size(enum rs_gguf_type t)
-{
-    switch (t) {
-    case RS_GGUF_U8: case RS_GGUF_I8: case RS_GGUF_BOOL: return 1;
-    case RS_GGUF_U16: case RS_GGUF_I16: return 2;
-    case RS_GGUF_U32: case RS_GGUF_I32: case RS_GGUF_F32: return 4;
-    case RS_GGUF_U64: case RS_GGUF_I64: case RS_GGUF_F64: return 8;
-    default: return 0;
-    }
-}
-
 rs_err rs_gguf_writer_set_arr(rs_gguf_writer *w, const char *key, enum rs_gguf_type elem_type,
                               const void *data, uint64_t n)
 {
-    size_t es = elem_size(elem_type);
+    size_t es = rs_gguf_value_size(elem_type);
     if (es == 0 || n > (1ull << 40))
         return RS_EINVAL;
     uint32_t et = elem_type;
