@@ -6,7 +6,7 @@
  * and resumed (exit 1, nothing written); killed inside its own recovery; every
  * doorbell dropped, then duplicated. Then: each output equal to its solo run,
  * each delta delivered once, each request accepted once, a clean segment audit.
- * About 100 s, in the ASan build too (RS_CHAOS_SECONDS sets the storm). The
+ * About 2 minutes, in the ASan build too (RS_CHAOS_SECONDS sets the storm). The
  * supervisor's own death is it.ops.supervisor_kill_no_orphans_and_recovery.
  */
 #include <errno.h>
