@@ -74,56 +74,6 @@ void rs_wire_buf_fini(struct rs_wire_buf *b)
     *b = (struct rs_wire_buf){0};
 }
 
-/* Length of the valid UTF-8 sequence starting at p[0] (n >= 1 bytes there), 0 if invalid. */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        lo = c == 0xe0 ? 0xa0 : 0x80; /* no overlong forms */
-        hi = c == 0xed ? 0x9f : 0xbf; /* no surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        lo = c == 0xf0 ? 0x90 : 0x80;
-        hi = c == 0xf4 ? 0x8f : 0xbf; /* nothing past U+10FFFF */
-    } else
-        return 0;
-    if (n < len || p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    return len;
-}
-
-size_t rs_wire_utf8_check(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        /* Eight ASCII bytes at a time: prompts are mostly ASCII. */
-        if (len - i >= 8) {
-            uint64_t w;
-            memcpy(&w, p + i, 8);
-            if ((w & 0x8080808080808080ull) == 0) {
-                i += 8;
-                continue;
-            }
-        }
-        size_t n = utf8_seq(p + i, len - i);
-        if (n == 0)
-            return i;
-        i += n;
-    }
-    return len;
-}
-
 bool rs_wire_id_valid(const char *id, size_t len)
 {
     if (len == 0 || len > RS_WIRE_ID_MAX)

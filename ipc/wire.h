@@ -156,13 +156,6 @@ void rs_wire_buf_init_fixed(struct rs_wire_buf *b, void *mem, size_t cap);
 /* Frees owned memory; the struct may be initialised again. Accepts a zeroed struct. */
 void rs_wire_buf_fini(struct rs_wire_buf *b);
 
-/*
- * Offset of the first byte that does not continue valid UTF-8 (RFC 3629: no
- * overlong forms, surrogates or code points past U+10FFFF), or len when all
- * of p[0, len) is valid. Any thread.
- */
-size_t rs_wire_utf8_check(const char *p, size_t len);
-
 /* True when id is 1..RS_WIRE_ID_MAX bytes, each printable ASCII 0x21..0x7e. */
 bool rs_wire_id_valid(const char *id, size_t len);
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/utf8.h"
 #include "ipc/wire_impl.h"
 
 /* One decoded msgpack header; str/bin/ext payloads are left in place at `data`. */
@@ -293,7 +294,7 @@ rs_err wire_rd_text(struct wire_rd *r, struct rs_wire_str *s, uint32_t max)
     rs_err e = wire_rd_str(r, s, max);
     if (e != RS_OK)
         return e;
-    size_t bad = rs_wire_utf8_check(s->ptr, s->len);
+    size_t bad = rs_utf8_valid_prefix(s->ptr, s->len);
     if (bad != s->len)
         return wire_fail(r, RS_WIRE_BAD_REQUEST, "invalid UTF-8 at byte %zu", bad);
     return RS_OK;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/utf8.h"
 #include "ipc/wire_impl.h"
 #include "ipc/wire_server.h"
 
@@ -415,6 +416,6 @@ rs_err rs_wire_error_reply(const char *id, const struct rs_wire_error *err,
                                                                               : RS_WIRE_INTERNAL;
     size_t len = strnlen(err->msg, sizeof(err->msg));
     m.u.error.message.ptr = err->msg;
-    m.u.error.message.len = (uint32_t)rs_wire_utf8_check(err->msg, len); /* valid prefix */
+    m.u.error.message.len = (uint32_t)rs_utf8_valid_prefix(err->msg, len); /* valid prefix */
     return rs_wire_server_encode(&m, out);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/utf8.h"
 #include "ipc/wire_impl.h"
 
 static int buf_write(void *data, const char *p, size_t n)
@@ -199,7 +200,7 @@ rs_err wire_check_text(const char *what, const struct rs_wire_str *s, uint32_t m
         rs_log_error("wire: cannot encode %s: NULL with length %u", what, s->len);
         return RS_EINVAL;
     }
-    size_t bad = rs_wire_utf8_check(s->ptr, s->len);
+    size_t bad = rs_utf8_valid_prefix(s->ptr, s->len);
     if (bad != s->len) {
         rs_log_error("wire: cannot encode %s: invalid UTF-8 at byte %zu", what, bad);
         return RS_EINVAL;

@@ -20,6 +20,7 @@
 #include "client/options.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/utf8.h"
 
 /* One prompt: text (len bytes, borrowed or owned) or token ids (owned). */
 struct cli_prompt {
@@ -336,7 +337,7 @@ static int load_prompts(struct cli_args *a, int argc, char **argv, int first)
     if ((a->prompt_file != NULL ? prompts_from_file(a) : prompt_from_args(a, argc, argv, first)))
         return -1;
     for (uint32_t i = 0; i < a->n_prompts; i++) {
-        size_t bad = rs_wire_utf8_check(a->prompts[i].text, a->prompts[i].len);
+        size_t bad = rs_utf8_valid_prefix(a->prompts[i].text, a->prompts[i].len);
         if (bad < a->prompts[i].len || a->prompts[i].len > RS_WIRE_PROMPT_MAX) {
             fprintf(stderr, "ringserve-cli: prompt %u: %s\n", i,
                     bad < a->prompts[i].len ? "not valid UTF-8" : "longer than 1 MiB");

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_door.h"
 #include "ipc/wire_server.h"
@@ -409,7 +410,7 @@ static int test_utf8_strict(void)
         {"a\0b", 3, 3},                   /* NUL is valid UTF-8 */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        RS_CHECK_MSG(rs_wire_utf8_check(cases[i].s, cases[i].len) == cases[i].bad_at, "case %zu",
+        RS_CHECK_MSG(rs_utf8_valid_prefix(cases[i].s, cases[i].len) == cases[i].bad_at, "case %zu",
                      i);
     struct mb m;
     mb_generate(&m, 1);
