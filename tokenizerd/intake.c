@@ -145,6 +145,7 @@ static rs_err commit(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer 
     if (rc != RS_ESTALE)
         rs_arena_free_record(p->tokens, p->requests, ref, RS_TABLE_CLAIMED);
     if (rc == RS_ENOMEM) {
+        t->reclaim_wanted = 1;
         metric(t, RS_M_TOK_OVERLOADED, 1);
         tokd_reply_error(t, sock, peer, r->id, RS_WIRE_OVERLOADED, "token arena full (%u "
                          "prompt tokens do not fit now); retry later", r->n_prompt);
@@ -232,6 +233,7 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
     void *rec;
     rs_err rc = rs_table_claim(p->requests, &ref, &rec);
     if (rc == RS_EFULL) {
+        t->reclaim_wanted = 1;
         metric(t, RS_M_TOK_OVERLOADED, 1);
         tokd_reply_error(t, sock, peer, m->id, RS_WIRE_OVERLOADED, "%u requests in flight, the "
                          "most this server holds; retry later", p->cfg.max_requests);

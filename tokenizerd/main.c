@@ -20,6 +20,8 @@
 #include "tokenizerd/tokd.h"
 
 #define TICK_MS 10
+#define RECLAIM_MS 2000     /* sweep for what dead fenced incarnations held */
+#define RECLAIM_FULL_MS 250 /* at most this often while the pool is full */
 #define MSGS_PER_PASS 256
 
 struct args {
@@ -123,6 +125,28 @@ static void close_all(struct tokd *t)
     rs_vocab_destroy(&t->vocab);
 }
 
+/*
+ * Reclaims request records and token chunks that a fenced incarnation held
+ * when it died. Start-up recovery (rs_pipe_open) covers a predecessor that
+ * was dead; one that was only stopped keeps its claims until it dies, which
+ * may be long after this incarnation started, so tokenizerd (the only
+ * claimer) sweeps again every few seconds and at once when a claim or an
+ * append found the pool full. Both passes are idempotent and cheap.
+ */
+static void reclaim(struct tokd *t)
+{
+    uint64_t now = rs_clock_ns();
+    uint64_t every = (t->reclaim_wanted ? RECLAIM_FULL_MS : RECLAIM_MS) * 1000000ull;
+    if (now - t->reclaim_ns < every)
+        return;
+    t->reclaim_ns = now;
+    t->reclaim_wanted = 0;
+    if (rs_table_recover(t->p->requests) == RS_ESTALE ||
+        rs_arena_recover(t->p->tokens) == RS_ESTALE ||
+        rs_arena_recover(t->p->logprobs) == RS_ESTALE)
+        t->fenced = 1;
+}
+
 /* The serving loop; returns the exit code. */
 static int serve(struct tokd *t)
 {
@@ -135,6 +159,9 @@ static int serve(struct tokd *t)
         rs_role_heartbeat(t->p->role);
         rs_daemon_watchdog();
         if (!rs_role_current(t->p->role))
+            break;
+        reclaim(t);
+        if (t->fenced)
             break;
         if (zmq_poll(items, n, TICK_MS) <= 0)
             continue;

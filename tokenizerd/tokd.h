@@ -79,6 +79,8 @@ struct tokd {
     int32_t *ids;            /* n_ctx prompt ids: the tokenizer's output */
     struct rs_wire_buf out;  /* reply encoder buffer */
     int fenced;              /* set when a shared-memory call said we are fenced */
+    int reclaim_wanted;      /* a claim or append found the pool full: reclaim soon */
+    uint64_t reclaim_ns;     /* CLOCK_MONOTONIC of the last reclaim pass */
 };
 
 /* --- dispatch.c ----------------------------------------------------------------------------- */
