@@ -4,10 +4,10 @@
  * storms of producer and consumer (1,000 kills across the four storm cases),
  * a kill at every failpoint of claim/commit/get/release, kills during
  * recovery (twice in a row), a producer and a consumer SIGSTOPped, replaced
- * and SIGCONTed (their writes refused), and a full ring whose consumer is
- * killed (backpressure, no overwrite). Each ends with the chaos audit:
- * every committed record delivered exactly once after dedup, in order,
- * intact, and no slot or owner leaked.
+ * and SIGCONTed (their writes refused; also resumed while the replacement is
+ * still starting), and a full ring whose consumer is killed (backpressure, no
+ * overwrite). Each ends with the chaos audit: every committed record
+ * delivered exactly once after dedup, in order, intact, no slot or owner leaked.
  */
 #include <string.h>
 
@@ -170,39 +170,139 @@ static int test_killed_during_recovery_twice(void)
     return 0;
 }
 
-/* Stops one side at `fp` (":stop"), starts a replacement, resumes the zombie. */
+/* Spawns the zombie (stopping itself at `fp`) and the other side. 0 once it is stopped. */
+static int start_zombie(struct chaos *c, const char *fp, int producer, pid_t *zombie)
+{
+    *zombie = chaos_spawn(c, producer, fp);
+    if (producer)
+        c->cons = chaos_spawn(c, 0, NULL);
+    else
+        c->prod = chaos_spawn(c, 1, NULL);
+    int st;
+    if (waitpid(*zombie, &st, WUNTRACED) == *zombie && WIFSTOPPED(st))
+        return 0;
+    fprintf(stderr, "zombie %s did not stop at its failpoint\n", fp);
+    kill(*zombie, SIGKILL), chaos_wait(*zombie);
+    return 1;
+}
+
+/*
+ * Waits until `pid` holds role `idx` in phase READY, i.e. has fenced the
+ * zombie and run its recovery. A fixed sleep is not enough: on a loaded host
+ * the replacement may not even have fenced 50 ms later, and a zombie resumed
+ * then is still the current incarnation (or gives its claim back itself).
+ */
+static int wait_replacement_ready(struct chaos *c, uint32_t idx, pid_t pid)
+{
+    uint64_t deadline = rs_clock_ns() + 30ull * 1000000000ull;
+    struct rs_role_info ri;
+    while (rs_role_info_at(c->shm, idx, &ri) == RS_OK &&
+           (ri.pid != (uint32_t)pid || ri.phase != RS_ROLE_READY)) {
+        if (rs_clock_ns() > deadline) {
+            fprintf(stderr, "replacement %d not READY after 30 s\n", (int)pid);
+            return 1;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* Resumes the zombie: it must exit fenced. 0 when it did. */
+static int resume_fenced(pid_t zombie, const char *fp)
+{
+    kill(zombie, SIGCONT);
+    int code = chaos_wait_for(zombie, 30);
+    if (code != CHAOS_FENCED)
+        fprintf(stderr, "zombie %s ended with %d (%s), expected fenced\n", fp, code,
+                chaos_exit_name(code));
+    return code != CHAOS_FENCED;
+}
+
+/* Audits (holes allowed) and checks them: expect_holes 1 some, 0 none, -1 either. */
+static int zombie_audit(struct chaos *c, const char *fp, int expect_holes)
+{
+    struct rs_ring_stats rs;
+    int rc = chaos_finish(c, 1, 0);
+    if (rc == 0 && rs_ring_check(c->obs, &rs) == RS_OK && expect_holes >= 0 &&
+        (rs.holes_passed > 0) != expect_holes)
+        rc = fprintf(stderr, "zombie %s: %llu holes\n", fp, (unsigned long long)rs.holes_passed);
+    return rc != 0;
+}
+
+/* Stops one side at `fp` (":stop"), starts a replacement, resumes the zombie once replaced. */
 static int zombie_case(const char *fp, int producer, int expect_holes)
 {
     struct chaos_cfg cfg = base_cfg();
     cfg.slots = 8;
     struct chaos c;
+    pid_t zombie;
     if (chaos_create(&c, &cfg, "zombie") != 0)
         return 1;
-    pid_t zombie = chaos_spawn(&c, producer, fp);
-    if (producer)
-        c.cons = chaos_spawn(&c, 0, NULL);
-    else
-        c.prod = chaos_spawn(&c, 1, NULL);
-    int st, rc = waitpid(zombie, &st, WUNTRACED) != zombie || !WIFSTOPPED(st);
+    int rc = start_zombie(&c, fp, producer, &zombie);
     if (rc == 0) {
-        *(producer ? &c.prod : &c.cons) = chaos_spawn(&c, producer, NULL); /* the replacement */
-        struct timespec ts = {0, 50 * 1000000};
-        nanosleep(&ts, NULL);
-        kill(zombie, SIGCONT);
-        int code = chaos_wait_for(zombie, 30);
-        rc = code != CHAOS_FENCED;
-        if (rc)
-            fprintf(stderr, "zombie %s ended with %d (%s), expected fenced\n", fp, code,
-                    chaos_exit_name(code));
-        nanosleep(&ts, NULL);
-    } else {
-        kill(zombie, SIGKILL), chaos_wait(zombie);
+        pid_t repl = chaos_spawn(&c, producer, NULL);
+        *(producer ? &c.prod : &c.cons) = repl;
+        struct timespec ts = {0, 50 * 1000000}; /* the replacement runs on a while */
+        if (wait_replacement_ready(&c, producer ? 0 : 1, repl) != 0) {
+            kill(zombie, SIGKILL), chaos_wait(zombie);
+            rc = 1;
+        } else {
+            nanosleep(&ts, NULL);
+            rc = resume_fenced(zombie, fp);
+            nanosleep(&ts, NULL);
+        }
     }
-    struct rs_ring_stats rs;
     if (rc == 0)
-        rc = chaos_finish(&c, 1, 0);
-    if (rc == 0 && rs_ring_check(c.obs, &rs) == RS_OK && (rs.holes_passed > 0) != expect_holes)
-        rc = fprintf(stderr, "zombie %s: %llu holes\n", fp, (unsigned long long)rs.holes_passed);
+        rc = zombie_audit(&c, fp, expect_holes);
+    chaos_destroy(&c);
+    return rc != 0;
+}
+
+/*
+ * The zombie resumes while its replacement is held at `repl_fp` (":stop"),
+ * as a loaded host holds a process it just forked. Held after its fence
+ * (fenced_first), the zombie must give back what it holds (a release already
+ * under way completes: its effect is done) and exit fenced on its own, before
+ * the replacement runs on: no hole. Held before the fence,
+ * the zombie is still the current incarnation and runs on until the
+ * replacement fences it.
+ */
+static int zombie_before_recovery(const char *fp, int producer, const char *repl_fp,
+                                  int fenced_first)
+{
+    struct chaos_cfg cfg = base_cfg();
+    cfg.slots = 8;
+    struct chaos c;
+    pid_t zombie;
+    if (chaos_create(&c, &cfg, "early") != 0)
+        return 1;
+    int st, rc = start_zombie(&c, fp, producer, &zombie);
+    if (rc == 0) {
+        pid_t repl = chaos_spawn(&c, producer, repl_fp);
+        *(producer ? &c.prod : &c.cons) = repl;
+        if (waitpid(repl, &st, WUNTRACED) != repl || !WIFSTOPPED(st)) {
+            fprintf(stderr, "replacement did not stop at %s\n", repl_fp);
+            kill(zombie, SIGKILL), chaos_wait(zombie);
+            rc = 1;
+        } else if (fenced_first) {
+            rc = resume_fenced(zombie, fp);
+            kill(repl, SIGCONT);
+        } else {
+            kill(zombie, SIGCONT);
+            struct timespec ts = {0, 50 * 1000000}; /* the zombie runs on as the current one */
+            nanosleep(&ts, NULL);
+            kill(repl, SIGCONT);
+            rc = resume_fenced(zombie, fp);
+        }
+        /* The replacement recovers and runs on: it reuses what the zombie gave back. */
+        if (rc == 0 && wait_replacement_ready(&c, producer ? 0 : 1, repl) == 0) {
+            struct timespec ts = {0, 50 * 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (rc == 0)
+        rc = zombie_audit(&c, fp, fenced_first ? 0 : -1);
     chaos_destroy(&c);
     return rc != 0;
 }
@@ -220,6 +320,33 @@ static int test_stopped_consumer_replaced_then_resumed_is_refused(void)
     RS_CHECK(zombie_case("ring.get.after_cas:20:stop", 0, 0) == 0);
     RS_CHECK(zombie_case("ring.release.before:20:stop", 0, 0) == 0);
     RS_CHECK(zombie_case("ring.release.after:20:stop", 0, 0) == 0);
+    return 0;
+}
+
+/*
+ * The interleavings a loaded host produces when the replacement is slow to
+ * start (crash.ring.stopped_producer_replaced_then_resumed_is_refused once
+ * saw "0 holes" from one): the zombie resumes after the fence but before
+ * recovery, or before the fence.
+ */
+static int test_zombie_resumed_before_its_replacement_recovered(void)
+{
+    static const struct {
+        const char *fp, *repl_fp;
+        int producer, fenced_first;
+    } cases[] = {
+        {"ring.claim.after_cas:20:stop", "role.start.after_fence:1:stop", 1, 1},
+        {"ring.claim.after_cas:20:stop", "ring.recover.prod.begin:1:stop", 1, 1},
+        {"ring.commit.before:20:stop", "role.start.after_fence:1:stop", 1, 1},
+        {"ring.claim.after_cas:20:stop", "role.start.before_fence:1:stop", 1, 0},
+        {"ring.commit.before:20:stop", "role.start.before_fence:1:stop", 1, 0},
+        {"ring.get.after_cas:20:stop", "role.start.after_fence:1:stop", 0, 1},
+        {"ring.release.before:20:stop", "ring.recover.cons.begin:1:stop", 0, 1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        RS_CHECK_MSG(zombie_before_recovery(cases[i].fp, cases[i].producer, cases[i].repl_fp,
+                                            cases[i].fenced_first) == 0,
+                     "zombie %s, replacement held at %s", cases[i].fp, cases[i].repl_fp);
     return 0;
 }
 
@@ -270,6 +397,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_killed_during_recovery_twice),
     RS_TEST(test_stopped_producer_replaced_then_resumed_is_refused),
     RS_TEST(test_stopped_consumer_replaced_then_resumed_is_refused),
+    RS_TEST(test_zombie_resumed_before_its_replacement_recovered),
     RS_TEST(test_full_ring_with_killed_consumer_never_overwrites),
 };
 
