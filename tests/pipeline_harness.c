@@ -208,6 +208,68 @@ int rs_harness_wait_exit(struct rs_harness *h, enum rs_pipe_stage s, uint32_t ti
     return -1;
 }
 
+/* One line per thread of pid: name, state letter, kernel wait channel (from /proc). */
+static void print_tasks(pid_t pid)
+{
+    char path[80], st[256], wchan[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        st[0] = wchan[0] = '\0';
+        snprintf(path, sizeof(path), "/proc/%d/task/%.16s/stat", (int)pid, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f != NULL && fgets(st, sizeof(st), f) == NULL)
+            st[0] = '\0';
+        if (f != NULL)
+            fclose(f);
+        snprintf(path, sizeof(path), "/proc/%d/task/%.16s/wchan", (int)pid, e->d_name);
+        if ((f = fopen(path, "r")) != NULL && fgets(wchan, sizeof(wchan), f) == NULL)
+            wchan[0] = '\0';
+        if (f != NULL)
+            fclose(f);
+        char *end = strrchr(st, ')');
+        int named = end != NULL && end[1] == ' ';
+        fprintf(stderr, "task %s %.*s state %c wchan %s\n", e->d_name,
+                named ? (int)(end - st + 1) : 0, st, named ? end[2] : '?', wchan);
+    }
+    if (d != NULL)
+        closedir(d);
+    fflush(stderr);
+}
+
+/*
+ * A daemon that outlived its SIGTERM explains itself: every thread's
+ * backtrace from `gdb -batch` (when gdb is installed; at most 60 s) and each
+ * thread's kernel state, on stderr, before the harness kills it.
+ */
+static void backtrace_hung(pid_t pid, const char *name)
+{
+    char num[16];
+    snprintf(num, sizeof(num), "%d", (int)pid);
+    fprintf(stderr, "---- %s %d: threads after SIGTERM ----\n", name, (int)pid);
+    fflush(stderr);
+    pid_t gdb = fork();
+    if (gdb == 0) {
+        dup2(2, 1);
+        execlp("gdb", "gdb", "-nx", "-batch", "-p", num, "-ex", "thread apply all bt", (char *)NULL);
+        fprintf(stderr, "harness: no gdb (%s): no backtrace\n", strerror(errno));
+        _exit(127);
+    }
+    uint64_t end = rs_clock_ms() + 60000;
+    while (gdb > 0 && waitpid(gdb, NULL, WNOHANG) == 0) {
+        if (rs_clock_ms() >= end) {
+            kill(gdb, SIGKILL);
+            waitpid(gdb, NULL, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    print_tasks(pid);
+}
+
 int rs_harness_signal(struct rs_harness *h, enum rs_pipe_stage s, int sig)
 {
     if (h->pid[s] <= 0)
@@ -220,6 +282,8 @@ int rs_harness_signal(struct rs_harness *h, enum rs_pipe_stage s, int sig)
     int code = rs_harness_wait_exit(h, s, 10000);
     if (code < 0 && h->pid[s] > 0) { /* did not stop on SIGTERM */
         fprintf(stderr, "harness: %s ignored SIGTERM for 10 s: killing it\n", stage_bin[s]);
+        backtrace_hung(h->pid[s], stage_bin[s]);
+        rs_harness_dump_logs(h, s);
         kill(h->pid[s], SIGKILL);
         code = rs_harness_wait_exit(h, s, 10000);
     }
