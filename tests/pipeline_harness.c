@@ -270,15 +270,32 @@ static void backtrace_hung(pid_t pid, const char *name)
     print_tasks(pid);
 }
 
-int rs_harness_signal(struct rs_harness *h, enum rs_pipe_stage s, int sig)
+/*
+ * SIGTERM that also reaches a SIGSTOPped daemon. SIGCONT goes first and only
+ * to a stopped one: a SIGCONT that lands while the exiting daemon's
+ * LeakSanitizer has ptrace-attached its threads discards the attach's SIGSTOP
+ * and leaves the sanitizer waiting for a stop that never comes.
+ */
+static void terminate(pid_t pid)
 {
-    if (h->pid[s] <= 0)
-        return 0;
-    kill(h->pid[s], sig);
-    if (sig == SIGTERM)
-        kill(h->pid[s], SIGCONT); /* a stopped daemon must run to see its SIGTERM */
-    if (sig != SIGKILL && sig != SIGTERM)
-        return 0;
+    char path[64], st[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    int stopped = 0;
+    if (f != NULL && fgets(st, sizeof(st), f) != NULL) {
+        char *end = strrchr(st, ')');
+        stopped = end != NULL && (end[2] == 'T' || end[2] == 't');
+    }
+    if (f != NULL)
+        fclose(f);
+    if (stopped)
+        kill(pid, SIGCONT);
+    kill(pid, SIGTERM);
+}
+
+/* Waits up to 10 s for a SIGTERMed daemon, then explains and kills it. */
+static int reap_or_kill(struct rs_harness *h, enum rs_pipe_stage s)
+{
     int code = rs_harness_wait_exit(h, s, 10000);
     if (code < 0 && h->pid[s] > 0) { /* did not stop on SIGTERM */
         fprintf(stderr, "harness: %s ignored SIGTERM for 10 s: killing it\n", stage_bin[s]);
@@ -288,6 +305,18 @@ int rs_harness_signal(struct rs_harness *h, enum rs_pipe_stage s, int sig)
         code = rs_harness_wait_exit(h, s, 10000);
     }
     return code;
+}
+
+int rs_harness_signal(struct rs_harness *h, enum rs_pipe_stage s, int sig)
+{
+    if (h->pid[s] <= 0)
+        return 0;
+    if (sig == SIGTERM) {
+        terminate(h->pid[s]);
+        return reap_or_kill(h, s);
+    }
+    kill(h->pid[s], sig);
+    return sig == SIGKILL ? rs_harness_wait_exit(h, s, 10000) : 0;
 }
 
 void rs_harness_dump_logs(const struct rs_harness *h, enum rs_pipe_stage s)
@@ -351,12 +380,11 @@ static void remove_dir(const char *dir, int keep_logs)
 void rs_harness_stop(struct rs_harness *h, int keep_logs)
 {
     for (int s = 0; s < RS_PIPE_N_STAGES; s++)
-        if (h->pid[s] > 0) {
-            kill(h->pid[s], SIGTERM);
-            kill(h->pid[s], SIGCONT);
-        }
+        if (h->pid[s] > 0)
+            terminate(h->pid[s]);
     for (int s = 0; s < RS_PIPE_N_STAGES; s++)
-        rs_harness_signal(h, (enum rs_pipe_stage)s, SIGTERM);
+        if (h->pid[s] > 0)
+            reap_or_kill(h, (enum rs_pipe_stage)s);
     rs_pipe_close(&h->view);
     char shm[128];
     snprintf(shm, sizeof(shm), "/dev/shm/ringserve-%s", h->instance);
