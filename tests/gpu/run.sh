@@ -93,13 +93,16 @@ build() {
     phase "2. build with CUDA"
     command -v nvcc >/dev/null || export CUDACXX=/usr/local/cuda/bin/nvcc
     limited 200 build cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_CUDA_ARCHITECTURES=90-real -DPKG_CONFIG_EXECUTABLE="$(command -v pkg-config)" &&
+        -DCMAKE_CUDA_ARCHITECTURES=90-real -DRS_WERROR=OFF \
+        -DPKG_CONFIG_EXECUTABLE="$(command -v pkg-config)" &&
         limited 240 build cmake --build "$BUILD" -j"$JOBS" --target unit_test_cuda_backend \
             bench_cuda bench_load bench_bigmodel ringserve-mkmodel ringserve-cli launcherd \
             schedulerd tokenizerd postprocd integration_test_client integration_test_launcherd \
             bench_loadgen
     local rc=$?
     grep -q "CUDA backend enabled" "$RES_DIR/build.log" || say "WARNING: CMake did not enable CUDA"
+    # Built without -Werror (this host's compiler may be newer than CI's): list what CI would refuse.
+    grep -E "warning:" "$RES_DIR/build.log" | sort -u | head -20 | sed 's/^/  compiler /' | tee -a "$RES"
     [ $rc -eq 0 ] && say "built in $(elapsed) s" || say "FAIL: build (see build.log)"
     return $rc
 }
@@ -120,9 +123,35 @@ cases() {
     say "$(basename "$exe"): $pass passed, $fail failed, $skip skipped"
 }
 
+# cases_parallel EXE SOURCE LOG LIMIT JOBS: as cases, JOBS at a time (each case
+# is its own instance, as under ctest -j); per-case logs are joined into LOG.
+cases_parallel() {
+    local exe=$1 src=$2 log=$3 lim=$4 jobs=$5 pass=0 fail=0 skip=0 c rc dir
+    dir=$WORK/cases-$log && rm -rf "$dir" && mkdir -p "$dir"
+    for c in $(sed -n 's/^static int test_\([A-Za-z0-9_]*\)(void).*/\1/p' "$src"); do
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+        (
+            RES_DIR=$dir limited "$lim" "$c" env RS_REFDATA="$REFDATA" RS_BIN="$BUILD/bin" \
+                RS_SOURCE="$ROOT" RS_BUILD="$BUILD" "$exe" "$c"
+            echo $? >"$dir/$c.rc"
+        ) &
+    done
+    wait
+    for c in $(sed -n 's/^static int test_\([A-Za-z0-9_]*\)(void).*/\1/p' "$src"); do
+        cat "$dir/$c.log" >>"$RES_DIR/$log.log" 2>/dev/null
+        rc=$(cat "$dir/$c.rc" 2>/dev/null || echo 255)
+        case $rc in
+        0) pass=$((pass + 1)) ;;
+        77) skip=$((skip + 1)); say "  skipped: $c" ;;
+        *) fail=$((fail + 1)); say "  FAILED: $c (exit $rc)" ;;
+        esac
+    done
+    say "$(basename "$exe"): $pass passed, $fail failed, $skip skipped"
+}
+
 correctness() {
     phase "3. CUDA vs CPU (tests/unit/test_cuda_backend.c)"
-    cases "$BUILD/tests/unit_test_cuda_backend" tests/unit/test_cuda_backend.c correctness 120
+    cases "$BUILD/tests/unit_test_cuda_backend" tests/unit/test_cuda_backend.c correctness 60
     grep -E "worst relative difference" "$RES_DIR/correctness.log" | sed 's/^/  /' | tee -a "$RES"
 }
 
@@ -130,8 +159,10 @@ pipeline() {
     phase "4. full pipeline on the CUDA backend"
     "$BUILD/bin/launcherd" --help 2>&1 | grep -q -- "--backend" ||
         say "NOTE: launcherd has no --backend option: it runs the CPU backend (not a CUDA check)"
-    cases "$BUILD/tests/integration_test_launcherd" tests/integration/test_launcherd.c pipeline 120
-    cases "$BUILD/tests/integration_test_client" tests/integration/test_client.c pipeline 120
+    cases_parallel "$BUILD/tests/integration_test_launcherd" tests/integration/test_launcherd.c \
+        pipeline 120 8
+    cases_parallel "$BUILD/tests/integration_test_client" tests/integration/test_client.c \
+        pipeline 120 8
     local chose
     chose=$(grep -rhoE "backend auto chose [a-z]+|backend (cuda|cpu)[^;]*;" "$TMPDIR" \
         "$RES_DIR/pipeline.log" 2>/dev/null | sort | uniq -c | head -5)
@@ -197,6 +228,15 @@ bench() {
     limited 90 bench "$BUILD/bin/bench_load" "$MODEL" --reps 1 --max-mib 4096
     grep -E "^(bench_load|cold|warm)" "$RES_DIR/bench.log" | tee -a "$RES"
     if [ $((BUDGET - $(elapsed))) -gt 60 ]; then restart; else say "SKIPPED restart (out of time)"; fi
+    serve
+}
+
+# The four daemons serving the 8B-shape model on the GPU under 32 streaming clients.
+serve() {
+    limited 100 serve "$BUILD/bin/bench_loadgen" --start --model "$MODEL" --clients 32 \
+        --requests 64 --warmup 32 --prompt-len 128 --output-len 128 --ctx 2048
+    grep -E "started the four|Successful|Failed|throughput|TTFT \(ms\)|TPOT \(ms\)" \
+        "$RES_DIR/serve.log" | sed 's/^/  /' | tee -a "$RES"
 }
 
 goals() {
