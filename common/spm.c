@@ -62,24 +62,10 @@ static int32_t make_symbols(rs_tokenizer *t, const char *s, size_t n)
 
 static rs_err merge_all(rs_tokenizer *t, const char *s)
 {
-    struct tok_bigram bg;
-    while (tok_heap_pop(&t->heap, &bg)) {
-        int32_t l = (int32_t)(uint32_t)bg.key;
-        struct tok_sym *a = &t->syms[l];
-        if (a->len == 0 || a->next < 0)
-            continue;
-        struct tok_sym *b = &t->syms[a->next];
-        if (a->len + b->len != bg.size)
-            continue; /* stale: one side has merged since */
-        a->len += b->len;
-        a->id = bg.id;
-        b->len = 0;
-        a->next = b->next;
-        if (a->next >= 0)
-            t->syms[a->next].prev = l;
-        rs_err rc = try_add(t, s, a->prev, l);
+    for (int32_t l; (l = tok_merge_next(t)) >= 0;) {
+        rs_err rc = try_add(t, s, t->syms[l].prev, l);
         if (rc == RS_OK)
-            rc = try_add(t, s, l, a->next);
+            rc = try_add(t, s, l, t->syms[l].next);
         if (rc != RS_OK)
             return rc;
     }

@@ -93,4 +93,31 @@ rs_err spm_encode(rs_tokenizer *t, const char *text, size_t len, int prefix_spac
 /* Byte-level BPE: pre-tokenizes and encodes one raw-text fragment. */
 rs_err bpe_encode(rs_tokenizer *t, const char *text, size_t len);
 
+/*
+ * Pops queued merges until one still applies and merges its two symbols;
+ * returns the merged (left) symbol's index, or -1 when the queue is empty.
+ * The caller then queues the new symbol's pairs with both neighbours.
+ */
+static inline int32_t tok_merge_next(rs_tokenizer *t)
+{
+    struct tok_bigram bg;
+    while (tok_heap_pop(&t->heap, &bg)) {
+        int32_t l = (int32_t)(uint32_t)bg.key;
+        struct tok_sym *a = &t->syms[l];
+        if (a->len == 0 || a->next < 0)
+            continue;
+        struct tok_sym *b = &t->syms[a->next];
+        if (a->len + b->len != bg.size)
+            continue; /* stale: one side has merged since */
+        a->len += b->len;
+        a->id = bg.id;
+        b->len = 0;
+        a->next = b->next;
+        if (a->next >= 0)
+            t->syms[a->next].prev = l;
+        return l;
+    }
+    return -1;
+}
+
 #endif
