@@ -157,6 +157,7 @@ static rs_err cuda_kv_alloc(void *st, uint32_t n_blocks, uint32_t block_size, vo
 {
     struct cu_state *s = st;
     *out = NULL;
+    RS_CUDA_CHECK(cudaSetDevice(s->device));
     struct cu_kv *kv = calloc(1, sizeof(*kv));
     if (kv == NULL)
         return RS_ENOMEM;
@@ -200,8 +201,10 @@ static void cuda_kv_free(void *st, void *kvp)
     free(kv);
 }
 
+/* The device is per thread: a step may come from another thread than the load's. */
 static rs_err cuda_step_slot(void *st, void *kv, const struct rs_model_seq *seqs, uint32_t n)
 {
+    RS_CUDA_CHECK(cudaSetDevice(((struct cu_state *)st)->device));
     return cu_step(st, kv, seqs, n);
 }
 
@@ -248,6 +251,7 @@ static const char *cuda_describe(const void *st)
 static rs_err cuda_sample(void *st, const uint32_t *seq, const struct rs_sampling_params *params,
                           const uint64_t *steps, uint32_t n, struct rs_sample_result *out)
 {
+    RS_CUDA_CHECK(cudaSetDevice(((struct cu_state *)st)->device));
     return cu_sample_rows(st, seq, params, steps, n, out);
 }
 

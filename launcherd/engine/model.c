@@ -26,7 +26,7 @@ struct rs_model {
     int n_caches;         /* live KV caches, checked at destroy */
     uint64_t *slots;      /* validation scratch: one written slot per token */
     size_t slots_cap;
-    char describe[128];
+    char describe[192];
 };
 
 struct rs_kvcache {

@@ -111,8 +111,8 @@ build() {
 cases() {
     local exe=$1 src=$2 log=$3 lim=$4 pass=0 fail=0 skip=0 c rc
     for c in $(sed -n 's/^static int test_\([A-Za-z0-9_]*\)(void).*/\1/p' "$src"); do
-        limited "$lim" "$log" env RS_REFDATA="$REFDATA" RS_BIN="$BUILD/bin" RS_SOURCE="$ROOT" \
-            RS_BUILD="$BUILD" "$exe" "$c"
+        limited "$lim" "$log" env RS_REQUIRE_GPU=1 RS_REFDATA="$REFDATA" RS_BIN="$BUILD/bin" \
+            RS_SOURCE="$ROOT" RS_BUILD="$BUILD" "$exe" "$c"
         rc=$?
         case $rc in
         0) pass=$((pass + 1)) ;;
