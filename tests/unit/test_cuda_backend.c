@@ -49,6 +49,13 @@ static int load(const char *path, const char *backend, rs_model **m)
     return rc;
 }
 
+/* RS_REQUIRE_GPU set and not empty: this host has a GPU (tests/gpu/run.sh). */
+static int gpu_required(void)
+{
+    const char *v = getenv("RS_REQUIRE_GPU");
+    return v != NULL && v[0] != '\0';
+}
+
 /*
  * RS_OK with *m loaded on the GPU, or RS_TEST_SKIP where there is none. On a
  * GPU host (RS_REQUIRE_GPU set, as tests/gpu/run.sh does) a load that fails
@@ -57,7 +64,7 @@ static int load(const char *path, const char *backend, rs_model **m)
 static int load_gpu(const char *path, rs_model **m)
 {
     rs_err rc = load(path, "cuda", m);
-    if ((rc == RS_EDEVICE || rc == RS_EINVAL) && getenv("RS_REQUIRE_GPU") == NULL)
+    if ((rc == RS_EDEVICE || rc == RS_EINVAL) && !gpu_required())
         return RS_TEST_SKIP; /* no device; or a build without CUDA */
     return rc == RS_OK ? 0 : 1;
 }
@@ -118,7 +125,7 @@ static int test_no_device_fails_cleanly(void)
         return 0;
     }
 #ifdef RS_HAVE_CUDA
-    RS_CHECK_MSG(getenv("RS_REQUIRE_GPU") == NULL, "GPU host, yet: %s", log);
+    RS_CHECK_MSG(!gpu_required(), "GPU host, yet: %s", log);
     RS_CHECK_MSG(rc == RS_EDEVICE, "%s", rs_strerror(rc));
     RS_CHECK_MSG(strstr(log, "no CUDA device") != NULL, "log: %s", log);
 #else
@@ -139,7 +146,7 @@ static int test_auto_falls_back_to_cpu_and_says_so(void)
     RS_CHECK_MSG(rc == RS_OK, "%s: %s", rs_strerror(rc), log);
     const char *d = rs_model_describe(a.m);
     int gpu = strncmp(d, "cuda", 4) == 0;
-    RS_CHECK_MSG(gpu || getenv("RS_REQUIRE_GPU") == NULL, "GPU host, yet: %s", log);
+    RS_CHECK_MSG(gpu || !gpu_required(), "GPU host, yet: %s", log);
     RS_CHECK_MSG(gpu || strncmp(d, "cpu", 3) == 0, "%s", d);
     RS_CHECK_MSG(strstr(log, gpu ? "backend auto chose cuda" : "backend auto chose cpu"), "%s",
                  log);
