@@ -544,6 +544,7 @@ static int start_instance(struct lg_args *a, struct rs_harness *h)
     o.n_kv_blocks = a->kv_blocks;
     o.max_requests = a->clients * 4 > 1024 ? a->clients * 4 : 1024;
     o.launcher_threads = a->threads;
+    o.fast_kernels = 1;
     o.ready_timeout_ms = 120000;
     char bindir[512];
     ssize_t n = readlink("/proc/self/exe", bindir, sizeof(bindir) - 1);

@@ -32,6 +32,7 @@ struct launcher_opts {
                          "cpu" or "cuda" (rs_model_opts.backend) */
     struct rs_place_opts place; /* --cpus / --numa (common/placement.h) */
     int tp;                     /* --tp: tensor-parallel shards (rs_model_opts.tp); 0 = none */
+    int deterministic;          /* --deterministic (rs_model_opts.deterministic) */
 };
 
 /* What one processed batch did (for the loop's doorbells, logs and the benches). */

@@ -32,7 +32,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: launcherd --model PATH [pipeline options] [--threads N] [--isa ISA]\n"
-            "                 [--group NAME] [--backend B] [--tp N] [--cpus LIST] [--numa N]\n"
+            "                 [--group NAME] [--backend B] [--tp N] [--deterministic]\n"
+            "                 [--cpus LIST] [--numa N]\n"
             "Runs the model for one ringserve instance: one forward step per batch that\n"
             "schedulerd writes, sampled tokens into the requests' token lists.\n"
             "launcherd options:\n"
@@ -45,6 +46,8 @@ static void usage(FILE *f)
             "                           backend loads, else the CPU; the log says which)\n"
             "  --tp N                   tensor parallelism: heads and FFN columns in N shards\n"
             "                           (CPU backend: over its threads; default 1)\n"
+            "  --deterministic          batch-invariant kernels on the GPU too (a request's\n"
+            "                           tokens do not depend on its companions; no cuBLAS)\n"
             "%s%s",
             rs_place_options_help(), rs_pipe_options_help());
 }
@@ -75,6 +78,10 @@ static int parse_own(struct launcher_opts *o, int argc, char **argv, int *i, cha
             return -1;
         }
         snprintf(o->backend, sizeof(o->backend), "%s", v);
+        return 1;
+    }
+    if (strcmp(opt, "--deterministic") == 0) {
+        o->deterministic = 1;
         return 1;
     }
     if (strcmp(opt, "--tp") == 0) {

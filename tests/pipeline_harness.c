@@ -70,9 +70,12 @@ static void build_argv(const struct rs_harness *h, enum rs_pipe_stage s, char *b
     push_num(argv, &n, bufs, &nb, "--kv-blocks", h->o.n_kv_blocks);
     push_num(argv, &n, bufs, &nb, "--max-seqs", h->o.max_seqs);
     push_num(argv, &n, bufs, &nb, "--max-batched-tokens", h->o.max_batched_tokens);
-    if (s == RS_PIPE_STAGE_LAUNCHERD)
+    if (s == RS_PIPE_STAGE_LAUNCHERD) {
         push_num(argv, &n, bufs, &nb, "--threads",
                  h->o.launcher_threads ? h->o.launcher_threads : 1);
+        if (!h->o.fast_kernels)
+            argv[n++] = "--deterministic";
+    }
     for (int i = 0; i < RS_HARNESS_EXTRA_MAX && h->o.extra[s][i] != NULL; i++)
         argv[n++] = h->o.extra[s][i];
     argv[n] = NULL;

@@ -29,6 +29,9 @@ struct rs_harness_opts {
     uint32_t max_seqs;            /* --max-seqs; 0 = default */
     uint32_t max_batched_tokens;  /* --max-batched-tokens; 0 = default */
     uint32_t launcher_threads;    /* launcherd --threads; 0 = 1 (tests share 2 cores) */
+    int fast_kernels;             /* 0: launcherd --deterministic, so outputs compare bitwise
+                                     with solo and in-process runs on a GPU too (the CPU
+                                     backend always is); 1: the backend's fastest (benches) */
     uint32_t ready_timeout_ms;    /* per daemon start; 0 = 30000 */
     const char *bindir;           /* daemon binaries; NULL = env RS_BIN, else build/bin */
     const char *tmpdir;           /* logs and rundir parent; NULL = a fresh dir under $TMPDIR */

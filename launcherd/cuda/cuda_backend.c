@@ -126,7 +126,7 @@ static rs_err cuda_load(const struct llama_desc *d, const struct rs_model_opts *
     s->d = d;
     s->hp = d->hp;
     s->device = env_int("RS_CUDA_DEVICE", 0);
-    s->deterministic = env_int("RS_CUDA_DETERMINISTIC", 0) != 0;
+    s->deterministic = opts->deterministic || env_int("RS_CUDA_DETERMINISTIC", 0) != 0;
     s->use_graphs = env_int("RS_CUDA_GRAPHS", 1) != 0;
     rs_err rc = RS_OK;
     if (s->device < 0 || s->device >= n) {

@@ -54,6 +54,9 @@ struct rs_model_opts {
                                    in tp, the Wo and Wdown partial sums all-reduced in shard order;
                                    CPU: shards over the pool's threads; see launcherd/cuda/
                                    README.md, "Tensor parallelism" */
+    int deterministic;          /* batch-invariant kernels on every backend: a row's logits do
+                                   not depend on its companions (the CPU's always are; CUDA:
+                                   no cuBLAS, also RS_CUDA_DETERMINISTIC=1) */
 };
 
 /* Defaults: cpu backend, all CPUs, auto ISA, 4096 tokens, 50 us barrier spin, no idle spin. */

@@ -18,6 +18,8 @@
 #      rows / BF16 tensor-core rate, prefill, pinned-ring copies, weight load
 #      vs sequential read, launcherd restart-to-serving
 #   6. the goals of issue 7, each with its measured figure
+# RS_GPU_PHASES picks phases (default "correctness pipeline bench"; "profile" adds a
+# per-kernel time profile of batch-1 decode with Nsight Compute, profile.log).
 # Environment: RS_GPU_WORK (scratch: build, unpacked packages, the 16 GB model;
 # default /tmp/rs-gpu), RS_GPU_DEBS (default build-gpu-debs), RS_GPU_BUDGET,
 # RS_GPU_USE_DEBS=1 (use the carried packages even when the host has its own).
@@ -29,6 +31,7 @@ RES_DIR=${1:-${OUT:-$ROOT/build-gpu-run}}
 WORK=${RS_GPU_WORK:-/tmp/rs-gpu}
 DEBS=${RS_GPU_DEBS:-$ROOT/build-gpu-debs}
 BUDGET=${RS_GPU_BUDGET:-470}
+PHASES=${RS_GPU_PHASES:-correctness pipeline bench}
 BUILD=$WORK/build
 MODEL=$WORK/llama3-8b-shape-bf16.gguf
 JOBS=$(nproc)
@@ -102,7 +105,7 @@ build() {
         limited 240 build cmake --build "$BUILD" -j"$JOBS" --target unit_test_cuda_backend \
             bench_cuda bench_load bench_bigmodel ringserve-mkmodel ringserve-cli launcherd \
             schedulerd tokenizerd postprocd integration_test_client integration_test_launcherd \
-            bench_loadgen
+            integration_test_e2e bench_loadgen
     local rc=$?
     # With carried packages every library must resolve inside them (a dry run on a host
     # that has the packages would otherwise hide a .pc that points elsewhere).
@@ -172,6 +175,8 @@ pipeline() {
     cases_parallel "$BUILD/tests/integration_test_launcherd" tests/integration/test_launcherd.c \
         pipeline 120 8
     cases_parallel "$BUILD/tests/integration_test_client" tests/integration/test_client.c \
+        pipeline 120 8
+    cases_parallel "$BUILD/tests/integration_test_e2e" tests/integration/test_e2e.c \
         pipeline 120 8
     local chose
     chose=$(grep -rhoE "backend auto chose [a-z]+|backend (cuda|cpu)[^;]*;" "$TMPDIR" \
@@ -249,6 +254,20 @@ serve() {
         "$RES_DIR/serve.log" | sed 's/^/  /' | tee -a "$RES"
 }
 
+# Kernel time per decode step at batch 1 (Nsight Compute, one metric so one pass per kernel).
+profile() {
+    phase "7. profile: kernel times of batch-1 decode (ncu)"
+    make_model || { say "FAIL: could not make $MODEL"; return 1; }
+    local ncu
+    ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
+        head -1)
+    [ -n "$ncu" ] || { say "no ncu on this host"; return 1; }
+    limited 150 profile "$ncu" --clock-control none --metrics gpu__time_duration.sum \
+        --print-summary per-kernel "$BUILD/bin/bench_cuda" -m "$MODEL" --batches 1 --prompt 8 \
+        --steps 4 --prefill 16 --ring-mib 16
+    say "per-kernel summary in profile.log"
+}
+
 goals() {
     phase "6. issue 7 goals (measured in this run)"
     local b=$RES_DIR/bench.log r
@@ -271,10 +290,16 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 # On a GPU host a CUDA load that fails is a failed case, not a skipped one.
 REQUIRE_GPU=""
 nvidia-smi -L >/dev/null 2>&1 && REQUIRE_GPU=1
+has() { [[ " $PHASES " == *" $1 "* ]]; }
 deps && build && {
-    correctness
-    pipeline
-    if nvidia-smi -L >/dev/null 2>&1; then bench; else say "no GPU (nvidia-smi): benchmarks skipped"; fi
+    has correctness && correctness
+    has pipeline && pipeline
+    if nvidia-smi -L >/dev/null 2>&1; then
+        has bench && bench
+        has profile && profile
+    else
+        say "no GPU (nvidia-smi): benchmarks skipped"
+    fi
 }
 goals
 say ""
