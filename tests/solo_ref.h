@@ -73,6 +73,10 @@ static inline int solo_open(struct solo_ref *s, const char *model_path, uint32_t
     memset(s, 0, sizeof(*s));
     rs_model_opts_default(&mo);
     mo.n_threads = 1; /* logits do not depend on it (batch invariance); the host is shared */
+    /* The backend launcherd picks (its default is auto), in the batch-invariant mode the
+       harness starts it in: on a GPU host both are the GPU, bit for bit. */
+    mo.backend = "auto";
+    mo.deterministic = 1;
     if (rs_vocab_load_file(model_path, &s->vocab, err, sizeof(err)) != RS_OK ||
         rs_tokenizer_create(s->vocab, &s->tok) != RS_OK ||
         rs_model_load(model_path, &mo, &s->model, err, sizeof(err)) != RS_OK) {

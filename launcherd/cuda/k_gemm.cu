@@ -44,6 +44,65 @@ __device__ __forceinline__ void load8(const uint8_t *p, uint32_t k0, uint32_t K,
     }
 }
 
+/* 8 weights of a 16-byte-aligned group as loaded: two float4 (F32) or one uint4 (16-bit). */
+template <int T> struct raw8 {
+    uint4 u;
+};
+template <> struct raw8<CU_T_F32> {
+    float4 a, b;
+};
+
+template <int T>
+__device__ __forceinline__ raw8<T> fetch8(const uint8_t *p, uint32_t k0)
+{
+    raw8<T> r;
+    if constexpr (T == CU_T_F32) {
+        r.a = __ldg((const float4 *)p + k0 / 4);
+        r.b = __ldg((const float4 *)p + k0 / 4 + 1);
+    } else {
+        r.u = __ldg((const uint4 *)p + k0 / 8);
+    }
+    return r;
+}
+
+template <int T>
+__device__ __forceinline__ void widen8(const raw8<T> &r, float *w)
+{
+    if constexpr (T == CU_T_F32) {
+        w[0] = r.a.x, w[1] = r.a.y, w[2] = r.a.z, w[3] = r.a.w;
+        w[4] = r.b.x, w[5] = r.b.y, w[6] = r.b.z, w[7] = r.b.w;
+    } else {
+        uint32_t v[4] = {r.u.x, r.u.y, r.u.z, r.u.w};
+        for (int i = 0; i < 4; i++) {
+            uint16_t lo = (uint16_t)(v[i] & 0xffffu), hi = (uint16_t)(v[i] >> 16);
+            w[2 * i] = T == CU_T_F16 ? cu_f16_f32(lo) : cu_bf16_f32(lo);
+            w[2 * i + 1] = T == CU_T_F16 ? cu_f16_f32(hi) : cu_bf16_f32(hi);
+        }
+    }
+}
+
+/* sum[r] += the 8 weights w times row r's 8 activations at k0, in index order. */
+template <int R>
+__device__ __forceinline__ void fma8(const float *w, const float *x, size_t ldx, uint32_t k0,
+                                     float *sum)
+{
+    for (int r = 0; r < R; r++) {
+        const float *xr = x + (size_t)r * ldx + k0;
+        float4 a = ((const float4 *)xr)[0], b = ((const float4 *)xr)[1];
+        float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        for (int i = 0; i < 8; i++)
+            sum[r] = fmaf(w[i], xv[i], sum[r]);
+    }
+}
+
+/*
+ * Groups in flight per lane on the aligned path. A decode GEMM is bound by
+ * memory latency unless each lane has several 16-byte loads outstanding:
+ * one at a time (the general loop below) ran the 8B model's K/V projections
+ * at 14% of HBM bandwidth (ncu, tests/gpu/run.sh's profile phase).
+ */
+#define G_INFLIGHT 8
+
 template <int T, int R>
 __global__ void gemm_rows_k(const uint8_t *w, size_t row_bytes, uint32_t N, uint32_t K,
                             const float *x, size_t ldx, float *y, size_t ldy, int acc, bool vec)
@@ -55,8 +114,26 @@ __global__ void gemm_rows_k(const uint8_t *w, size_t row_bytes, uint32_t N, uint
     float sum[R];
     for (int r = 0; r < R; r++)
         sum[r] = 0.0f;
-#pragma unroll 4
-    for (uint32_t k0 = lane * 8; k0 < K; k0 += 256) {
+    uint32_t k0 = lane * 8;
+    if constexpr (T != CU_T_Q8_0) {
+        /* The same groups in the same order as the loop below (so the same bits), but
+           G_INFLIGHT loads issued before the first is used. */
+        if (vec) {
+            for (; k0 + (G_INFLIGHT - 1) * 256 + 8 <= K; k0 += G_INFLIGHT * 256) {
+                raw8<T> g[G_INFLIGHT];
+#pragma unroll
+                for (int u = 0; u < G_INFLIGHT; u++)
+                    g[u] = fetch8<T>(wr, k0 + u * 256);
+#pragma unroll
+                for (int u = 0; u < G_INFLIGHT; u++) {
+                    float wv[8];
+                    widen8<T>(g[u], wv);
+                    fma8<R>(wv, x, ldx, k0 + u * 256, sum);
+                }
+            }
+        }
+    }
+    for (; k0 < K; k0 += 256) {
         float wv[8];
         load8<T>(wr, k0, K, vec, wv);
         for (int r = 0; r < R; r++) {

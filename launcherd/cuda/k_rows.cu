@@ -44,10 +44,14 @@ __global__ void rmsnorm_k(const float *x, const float *w, uint32_t dim, float ep
     uint32_t r = blockIdx.x, src = rows != NULL ? rows[r] : r;
     const float *xr = x + (size_t)src * dim;
     double acc = 0.0;
+    /* Unrolled so several loads are in flight (the same additions in the same order):
+       one block per row is latency-bound at batch 1. */
+#pragma unroll 8
     for (uint32_t c = threadIdx.x; c < dim; c += blockDim.x)
         acc += (double)xr[c] * (double)xr[c];
     double mean = cu_block_sum_d(acc, red) / dim;
     float scale = (float)(1.0 / sqrt(mean + (double)eps));
+#pragma unroll 8
     for (uint32_t c = threadIdx.x; c < dim; c += blockDim.x)
         out[(size_t)r * dim + c] = __fmul_rn(w[c], __fmul_rn(xr[c], scale));
 }
@@ -80,7 +84,7 @@ __global__ void rope_k(float *q, float *k, const uint32_t *pos, uint32_t n_heads
 {
     uint32_t r = blockIdx.x, half = hd / 2, nq = n_heads * half, n = (n_heads + n_kv_heads) * half;
     double p = (double)pos[r] * (double)pos_scale;
-    for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
+    for (uint32_t t = blockIdx.y * blockDim.x + threadIdx.x; t < n; t += gridDim.y * blockDim.x) {
         int is_q = t < nq;
         uint32_t u = is_q ? t : t - nq, head = u / half, j = u % half;
         if (2 * j >= rope_dim)
@@ -95,8 +99,12 @@ extern "C" cudaError_t cu_rope(float *q, float *k, const struct cu_rows *r, uint
                                float base, float pos_scale, const float *freq_factors,
                                cudaStream_t s)
 {
-    rope_k<<<r->n_rows, ROW_THREADS, 0, s>>>(q, k, r->pos, n_heads, n_kv_heads, head_dim, rope_dim,
-                                             base, pos_scale, freq_factors);
+    /* A pair per thread: each pair's double pow/cos/sin is the cost, so a row gets
+       several blocks (one block per row took 16 us at batch 1 on the 8B shape). */
+    uint32_t pairs = (n_heads + n_kv_heads) * (head_dim / 2);
+    dim3 grid(r->n_rows, (pairs + ROW_THREADS - 1) / ROW_THREADS);
+    rope_k<<<grid, ROW_THREADS, 0, s>>>(q, k, r->pos, n_heads, n_kv_heads, head_dim, rope_dim, base,
+                                        pos_scale, freq_factors);
     return cudaGetLastError();
 }
 

@@ -18,8 +18,9 @@
 #      rows / BF16 tensor-core rate, prefill, pinned-ring copies, weight load
 #      vs sequential read, launcherd restart-to-serving
 #   6. the goals of issue 7, each with its measured figure
-# RS_GPU_PHASES picks phases (default "correctness pipeline bench"; "profile" adds a
-# per-kernel time profile of batch-1 decode with Nsight Compute, profile.log).
+# RS_GPU_PHASES picks phases (default "correctness pipeline bench"; "decode" instead of
+# "bench" runs bench_cuda alone; "profile" adds a per-kernel time profile of batch-1
+# decode with Nsight Compute, profile.log).
 # Environment: RS_GPU_WORK (scratch: build, unpacked packages, the 16 GB model;
 # default /tmp/rs-gpu), RS_GPU_DEBS (default build-gpu-debs), RS_GPU_BUDGET,
 # RS_GPU_USE_DEBS=1 (use the carried packages even when the host has its own).
@@ -234,12 +235,17 @@ restart() {
         tee -a "$RES"
 }
 
-bench() {
-    phase "5. benchmarks (random BF16 model of Llama-3-8B shape)"
+# bench_cuda alone (RS_GPU_PHASES=decode): decode, prefill, GEMMs, pinned-ring copies.
+decode() {
+    phase "5. bench_cuda (random BF16 model of Llama-3-8B shape)"
     make_model || { say "FAIL: could not make $MODEL"; return 1; }
     limited 200 bench "$BUILD/bin/bench_cuda" -m "$MODEL" --batches 1,16,64,256 --prompt 128 \
         --steps 32 --prefill 2048
     grep -E "^(model|hbm|decode|prefill|gemm|pinned)" "$RES_DIR/bench.log" | tee -a "$RES"
+}
+
+bench() {
+    decode || return 1
     limited 90 bench "$BUILD/bin/bench_load" "$MODEL" --reps 1 --max-mib 4096
     grep -E "^(bench_load|cold|warm)" "$RES_DIR/bench.log" | tee -a "$RES"
     if [ $((BUDGET - $(elapsed))) -gt 60 ]; then restart; else say "SKIPPED restart (out of time)"; fi
@@ -295,7 +301,7 @@ deps && build && {
     has correctness && correctness
     has pipeline && pipeline
     if nvidia-smi -L >/dev/null 2>&1; then
-        has bench && bench
+        if has bench; then bench; elif has decode; then decode; fi
         has profile && profile
     else
         say "no GPU (nvidia-smi): benchmarks skipped"

@@ -188,7 +188,8 @@ static int ref_generate(const int32_t *prompt, uint32_t n_prompt,
     struct rs_model_opts o;
     rs_model_opts_default(&o);
     o.n_threads = 1;
-    o.deterministic = 1; /* as launcherd --deterministic: bitwise the same on a GPU */
+    o.backend = "auto";  /* what launcherd picks: on a GPU host both run the GPU */
+    o.deterministic = 1; /* as launcherd --deterministic: bitwise the same there too */
     rs_model *m = NULL;
     rs_kvcache *kv = NULL;
     rs_sampler *smp = NULL;
