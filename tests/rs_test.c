@@ -2,15 +2,35 @@
 /* Test harness: runs one named case or all of them; see rs_test.h. */
 #include "tests/rs_test.h"
 
+#include <ftw.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+static char tmpdir[256]; /* rs_test_tmpdir's, once made */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void remove_tree(const char *dir)
+{
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static int run_case(const struct rs_test_case *c)
 {
     int rc = c->fn();
+    if ((rc == 0 || rc == RS_TEST_SKIP) && tmpdir[0] != '\0') { /* a failed case keeps its files for a look */
+        remove_tree(tmpdir);
+        tmpdir[0] = '\0'; /* the next case (all run in one process) makes it again */
+    }
     fprintf(stderr, "%s: %s\n", c->name, rc == 0 ? "ok" : rc == RS_TEST_SKIP ? "skipped" : "FAILED");
     return rc;
 }
@@ -57,13 +77,15 @@ const char *rs_test_bindir(void)
 
 const char *rs_test_tmpdir(void)
 {
-    static char dir[256];
-    if (dir[0] == '\0') {
+    if (tmpdir[0] == '\0') {
         const char *base = getenv("TMPDIR");
-        snprintf(dir, sizeof(dir), "%s/rs-test-%d", base ? base : "/tmp", (int)getpid());
-        mkdir(dir, 0700);
+        snprintf(tmpdir, sizeof(tmpdir), "%s/rs-test-%d", base ? base : "/tmp", (int)getpid());
+        /* One left by a dead process that had this pid (the Release run before the
+           sanitizer one, say) would hand this test its stale files. */
+        remove_tree(tmpdir);
+        mkdir(tmpdir, 0700);
     }
-    return dir;
+    return tmpdir;
 }
 
 void rs_test_unique_name(const char *prefix, char *buf, size_t buf_len)
