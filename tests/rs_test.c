@@ -27,7 +27,8 @@ static void remove_tree(const char *dir)
 static int run_case(const struct rs_test_case *c)
 {
     int rc = c->fn();
-    if ((rc == 0 || rc == RS_TEST_SKIP) && tmpdir[0] != '\0') { /* a failed case keeps its files for a look */
+    /* A failed case keeps its files for a look. */
+    if ((rc == 0 || rc == RS_TEST_SKIP) && tmpdir[0] != '\0') {
         remove_tree(tmpdir);
         tmpdir[0] = '\0'; /* the next case (all run in one process) makes it again */
     }
