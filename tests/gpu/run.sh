@@ -121,32 +121,18 @@ build() {
     return $rc
 }
 
-# cases EXE SOURCE LOG LIMIT: runs each `static int test_<case>(void)` of SOURCE alone.
+# cases EXE SOURCE LOG LIMIT JOBS: runs each `static int test_<case>(void)` of
+# SOURCE alone, JOBS at a time (each case is its own instance, as under ctest -j);
+# the per-case logs are joined into LOG.
 cases() {
-    local exe=$1 src=$2 log=$3 lim=$4 pass=0 fail=0 skip=0 c rc
-    for c in $(sed -n 's/^static int test_\([A-Za-z0-9_]*\)(void).*/\1/p' "$src"); do
-        limited "$lim" "$log" env RS_REQUIRE_GPU="$REQUIRE_GPU" RS_REFDATA="$REFDATA" \
-            RS_BIN="$BUILD/bin" RS_SOURCE="$ROOT" RS_BUILD="$BUILD" "$exe" "$c"
-        rc=$?
-        case $rc in
-        0) pass=$((pass + 1)) ;;
-        77) skip=$((skip + 1)); say "  skipped: $c" ;;
-        *) fail=$((fail + 1)); say "  FAILED: $c (exit $rc)" ;;
-        esac
-    done
-    say "$(basename "$exe"): $pass passed, $fail failed, $skip skipped"
-}
-
-# cases_parallel EXE SOURCE LOG LIMIT JOBS: as cases, JOBS at a time (each case
-# is its own instance, as under ctest -j); per-case logs are joined into LOG.
-cases_parallel() {
     local exe=$1 src=$2 log=$3 lim=$4 jobs=$5 pass=0 fail=0 skip=0 c rc dir
     dir=$WORK/cases-$log && rm -rf "$dir" && mkdir -p "$dir"
     for c in $(sed -n 's/^static int test_\([A-Za-z0-9_]*\)(void).*/\1/p' "$src"); do
         while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
         (
-            RES_DIR=$dir limited "$lim" "$c" env RS_REFDATA="$REFDATA" RS_BIN="$BUILD/bin" \
-                RS_SOURCE="$ROOT" RS_BUILD="$BUILD" "$exe" "$c"
+            RES_DIR=$dir limited "$lim" "$c" env RS_REQUIRE_GPU="$REQUIRE_GPU" \
+                RS_REFDATA="$REFDATA" RS_BIN="$BUILD/bin" RS_SOURCE="$ROOT" RS_BUILD="$BUILD" \
+                "$exe" "$c"
             echo $? >"$dir/$c.rc"
         ) &
     done
@@ -165,7 +151,7 @@ cases_parallel() {
 
 correctness() {
     phase "3. CUDA vs CPU (tests/unit/test_cuda_backend.c)"
-    cases "$BUILD/tests/unit_test_cuda_backend" tests/unit/test_cuda_backend.c correctness 60
+    cases "$BUILD/tests/unit_test_cuda_backend" tests/unit/test_cuda_backend.c correctness 60 1
     grep -E "worst relative difference" "$RES_DIR/correctness.log" | sed 's/^/  /' | tee -a "$RES"
 }
 
@@ -173,11 +159,11 @@ pipeline() {
     phase "4. full pipeline on the CUDA backend"
     "$BUILD/bin/launcherd" --help 2>&1 | grep -q -- "--backend" ||
         say "NOTE: launcherd has no --backend option: it runs the CPU backend (not a CUDA check)"
-    cases_parallel "$BUILD/tests/integration_test_launcherd" tests/integration/test_launcherd.c \
+    cases "$BUILD/tests/integration_test_launcherd" tests/integration/test_launcherd.c \
         pipeline 120 8
-    cases_parallel "$BUILD/tests/integration_test_client" tests/integration/test_client.c \
+    cases "$BUILD/tests/integration_test_client" tests/integration/test_client.c \
         pipeline 120 8
-    cases_parallel "$BUILD/tests/integration_test_e2e" tests/integration/test_e2e.c \
+    cases "$BUILD/tests/integration_test_e2e" tests/integration/test_e2e.c \
         pipeline 120 8
     local chose
     chose=$(grep -rhoE "backend auto chose [a-z]+|backend (cuda|cpu)[^;]*;" "$TMPDIR" \
