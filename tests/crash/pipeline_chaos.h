@@ -25,6 +25,7 @@
 #include "ipc/role.h"
 #include "tests/pipeline_harness.h"
 #include "tests/solo_ref.h"
+#include "tests/stream_rec.h"
 
 #define PCHAOS_MAX_CLIENTS 64
 #define PCHAOS_MAX_KINDS 256
@@ -95,9 +96,7 @@ struct pchaos_req {
     struct pchaos *ch;
     uint32_t client, kind;
     int busy;
-    uint32_t n_deltas, n_finals;
-    int out_of_order;
-    struct rs_client_result res;
+    struct stream_rec s; /* what its callback received */
 };
 
 struct pchaos {
@@ -158,14 +157,14 @@ static inline double pchaos_quantile_ms(struct pchaos_samples *s, double q)
 
 static inline void pchaos_report_mismatch(const struct pchaos_req *q, const struct solo_out *ref)
 {
-    const struct rs_client_result *r = &q->res;
+    const struct rs_client_result *r = &q->s.res;
     fprintf(stderr,
             "chaos: request kind %u on client %u: status %s (%s: %s), finish %s (solo "
             "%s), %u tokens (solo %u), %u deltas, %u finals, out of order %d\n"
             "  got:  %s\n  solo: %s\n",
             q->kind, q->client, rs_client_status_name(r->status), rs_wire_code_name(r->error),
             r->message, rs_wire_finish_name(r->finish_reason), rs_wire_finish_name(ref->finish),
-            r->n_tokens, ref->n_tokens, q->n_deltas, q->n_finals, q->out_of_order,
+            r->n_tokens, ref->n_tokens, q->s.n_deltas, q->s.n_finals, q->s.out_of_order,
             r->text != NULL ? r->text : "", ref->text);
 }
 
@@ -173,17 +172,17 @@ static inline void pchaos_report_mismatch(const struct pchaos_req *q, const stru
 static inline void pchaos_account(struct pchaos *c, struct pchaos_req *q)
 {
     const struct solo_out *ref = &c->refs[q->kind];
-    const struct rs_client_result *r = &q->res;
+    const struct rs_client_result *r = &q->s.res;
     int stream = c->kinds[q->kind].stream;
     int same = r->n_tokens == ref->n_tokens &&
                memcmp(r->tokens, ref->tokens, ref->n_tokens * sizeof(int32_t)) == 0 &&
                r->text_len == ref->text_len && memcmp(r->text, ref->text, ref->text_len) == 0 &&
                r->finish_reason == ref->finish && r->usage.completion_tokens == ref->n_tokens &&
-               (stream || q->n_deltas == 0);
+               (stream || q->s.n_deltas == 0);
     uint64_t bad = c->lost + c->duplicated + c->wrong;
     if (r->status != RS_CLIENT_OK)
         c->lost++;
-    else if (q->out_of_order || q->n_finals != 1)
+    else if (q->s.out_of_order || q->s.n_finals != 1)
         c->duplicated++;
     else if (!same)
         c->wrong++;
@@ -196,17 +195,11 @@ static inline void pchaos_account(struct pchaos *c, struct pchaos_req *q)
 static inline void pchaos_on_event(const struct rs_client_event *ev)
 {
     struct pchaos_req *q = ev->user;
-    if (q->n_finals > 0 || (ev->kind == RS_CLIENT_EV_DELTA && ev->seq != q->n_deltas) ||
-        (ev->kind == RS_CLIENT_EV_FINAL && ev->status == RS_CLIENT_OK && ev->seq != q->n_deltas))
-        q->out_of_order = 1; /* a repeat or a gap reached the application */
-    q->n_deltas += ev->kind == RS_CLIENT_EV_DELTA;
-    if (rs_client_result_add(&q->res, ev) != RS_OK)
-        q->out_of_order = 1;
+    stream_rec_add(&q->s, ev); /* a repeat or a gap reaching the application is out of order */
     if (ev->kind != RS_CLIENT_EV_FINAL)
         return;
-    q->n_finals++;
     pchaos_account(q->ch, q);
-    rs_client_result_fini(&q->res);
+    rs_client_result_fini(&q->s.res);
     q->busy = 0;
     q->ch->in_flight[q->client]--;
 }
@@ -576,7 +569,7 @@ static inline void pchaos_stop(struct pchaos *c, int keep_logs)
     if (c->o.doorbell_fault != NULL)
         unsetenv("RS_DOORBELL_FAULT");
     for (uint32_t i = 0; i < c->n_slots; i++)
-        rs_client_result_fini(&c->reqs[i].res);
+        rs_client_result_fini(&c->reqs[i].s.res);
     free(c->reqs);
     for (uint32_t i = 0; i < PCHAOS_MAX_KINDS; i++)
         solo_out_fini(&c->refs[i]);

@@ -27,28 +27,15 @@
 #include "ipc/zcert.h"
 #include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"
+#include "tests/stream_rec.h"
 
 #define MODEL "stories260K.gguf"
 #define CTX 1024
 #define MODEL_TEXT RS_SOURCE_DIR "/README.md" /* real English text for prompts */
 
-/* What one request delivered, checked as it arrives. */
-struct rec {
-    struct rs_client_result res;
-    uint32_t n_deltas, n_finals;
-    int out_of_order; /* a delta with an unexpected seq, or anything after the final */
-};
-
 static void on_event(const struct rs_client_event *ev)
 {
-    struct rec *r = ev->user;
-    if (r->n_finals > 0 || (ev->kind == RS_CLIENT_EV_DELTA && ev->seq != r->n_deltas) ||
-        (ev->kind == RS_CLIENT_EV_FINAL && ev->status == RS_CLIENT_OK && ev->seq != r->n_deltas))
-        r->out_of_order = 1;
-    r->n_deltas += ev->kind == RS_CLIENT_EV_DELTA;
-    r->n_finals += ev->kind == RS_CLIENT_EV_FINAL;
-    if (rs_client_result_add(&r->res, ev) != RS_OK)
-        r->out_of_order = 1;
+    stream_rec_add(ev->user, ev);
 }
 
 static int start(struct rs_harness *h, char *model, size_t cap)
@@ -86,7 +73,7 @@ static void greedy(struct rs_wire_generate *g, const char *prompt, uint32_t n, b
 }
 
 /* Polls c until r's final arrived (or limit_ms passed); 0 when it did. */
-static int wait_final(rs_client *c, struct rec *r, uint32_t limit_ms)
+static int wait_final(rs_client *c, struct stream_rec *r, uint32_t limit_ms)
 {
     uint64_t end = rs_clock_ms() + limit_ms;
     while (r->n_finals == 0 && rs_clock_ms() < end)
@@ -111,7 +98,7 @@ static int reference(const struct rs_harness *h, const struct rs_wire_generate *
 }
 
 /* r delivered exactly ref's output: every delta once, in order, one final. */
-static int same_output(const struct rec *r, const struct rs_client_result *ref)
+static int same_output(const struct stream_rec *r, const struct rs_client_result *ref)
 {
     RS_CHECK_MSG(r->n_finals == 1 && !r->out_of_order, "%u finals, out of order %d", r->n_finals,
                  r->out_of_order);
@@ -215,7 +202,7 @@ static int test_concurrent_clients_get_their_solo_output(void)
     struct rs_harness h;
     char model[512];
     struct rs_client_result ref[N_CLIENTS] = {0};
-    struct rec r[N_CLIENTS] = {0};
+    struct stream_rec r[N_CLIENTS] = {0};
     rs_client *cs[N_CLIENTS] = {0};
     struct rs_wire_generate g;
     int rc = start(&h, model, sizeof(model)), failed = 0;
@@ -256,7 +243,7 @@ static int test_concurrent_clients_get_their_solo_output(void)
 
 /* Cancels after `after` deltas. */
 struct cancel_rec {
-    struct rec r;
+    struct stream_rec r;
     rs_client *c;
     uint32_t after;
 };
@@ -303,7 +290,7 @@ static int test_refused_request_ends_with_the_servers_error(void)
     struct rs_harness h;
     char model[512];
     struct rs_wire_generate g;
-    struct rec r;
+    struct stream_rec r;
     memset(&r, 0, sizeof(r));
     int rc = start(&h, model, sizeof(model));
     if (rc != 0)
@@ -367,7 +354,7 @@ static int test_cancel_before_ack_ends_with_abort(void)
     struct rs_harness h;
     char model[512], id[RS_CLIENT_ID_CAP];
     struct rs_wire_generate g;
-    struct rec r;
+    struct stream_rec r;
     memset(&r, 0, sizeof(r));
     int rc = start(&h, model, sizeof(model));
     if (rc != 0)
@@ -392,7 +379,7 @@ static int test_cancel_before_ack_ends_with_abort(void)
 }
 
 /* Submits g on c and returns once tokenizerd was handed the generate. */
-static int submit_sent(rs_client *c, const struct rs_wire_generate *g, struct rec *r)
+static int submit_sent(rs_client *c, const struct rs_wire_generate *g, struct stream_rec *r)
 {
     struct rs_client_stats st;
     rs_client_stats(c, &st);
@@ -412,7 +399,7 @@ static int test_tokenizerd_killed_before_ack_runs_request_once(void)
     char model[512];
     struct rs_wire_generate g;
     struct rs_client_result ref = {0};
-    struct rec r = {0};
+    struct stream_rec r = {0};
     int rc = start(&h, model, sizeof(model));
     if (rc != 0)
         return rc;
@@ -451,7 +438,7 @@ static int test_tokenizerd_killed_mid_intake_runs_request_once(void)
     char model[512];
     struct rs_wire_generate g;
     struct rs_client_result ref = {0};
-    struct rec r = {0};
+    struct stream_rec r = {0};
     int rc = start(&h, model, sizeof(model));
     if (rc != 0)
         return rc;
@@ -497,7 +484,7 @@ static int test_tokenizerd_killed_at_random_moments_runs_each_request_once(void)
     RS_CHECK(c != NULL);
     srand(1);
     for (int it = 0; it < 8 && !failed; it++) {
-        struct rec r = {0};
+        struct stream_rec r = {0};
         uint64_t before = handles_issued(&h);
         uint64_t kill_at = rs_clock_ns() + (uint64_t)(rand() % 3000) * 1000; /* 0..3 ms */
         failed = rs_client_submit(c, &g, NULL, on_event, &r, NULL) != RS_OK;
@@ -537,7 +524,7 @@ static int test_postprocd_killed_mid_stream_each_delta_once(void)
     rs_client *c = client_of(&h);
     RS_CHECK(c != NULL);
     for (uint32_t after = 5; after <= 405 && !failed; after += 200) {
-        struct rec r = {0};
+        struct stream_rec r = {0};
         failed = rs_client_submit(c, &g, NULL, on_event, &r, NULL) != RS_OK;
         uint64_t end = rs_clock_ms() + 30000;
         while (!failed && r.n_deltas < after && r.n_finals == 0 && rs_clock_ms() < end)
@@ -572,7 +559,7 @@ static int crash_after_send(const char *failpoint, uint32_t n_tokens)
     char model[512];
     struct rs_wire_generate g;
     struct rs_client_result ref = {0};
-    struct rec r = {0};
+    struct stream_rec r = {0};
     int rc = start(&h, model, sizeof(model));
     if (rc != 0)
         return rc;

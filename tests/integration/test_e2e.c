@@ -22,6 +22,7 @@
 #include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"
 #include "tests/solo_ref.h"
+#include "tests/stream_rec.h"
 
 #define MODEL "stories260K.gguf"
 #define CTX 512
@@ -31,27 +32,18 @@
 struct job {
     struct rs_wire_generate g;
     struct solo_out ref;
-    struct rs_client_result res;
-    uint32_t n_deltas, n_finals;
-    int out_of_order; /* a delta with an unexpected seq, or anything after the final */
+    struct stream_rec s; /* what the client delivered */
 };
 
 static void on_event(const struct rs_client_event *ev)
 {
-    struct job *j = ev->user;
-    if (j->n_finals > 0 || (ev->kind == RS_CLIENT_EV_DELTA && ev->seq != j->n_deltas) ||
-        (ev->kind == RS_CLIENT_EV_FINAL && ev->status == RS_CLIENT_OK && ev->seq != j->n_deltas))
-        j->out_of_order = 1;
-    j->n_deltas += ev->kind == RS_CLIENT_EV_DELTA;
-    j->n_finals += ev->kind == RS_CLIENT_EV_FINAL;
-    if (rs_client_result_add(&j->res, ev) != RS_OK)
-        j->out_of_order = 1;
+    stream_rec_add(&((struct job *)ev->user)->s, ev);
 }
 
 static void job_fini(struct job *j)
 {
     solo_out_fini(&j->ref);
-    rs_client_result_fini(&j->res);
+    rs_client_result_fini(&j->s.res);
 }
 
 static int start(struct rs_harness *h, uint32_t max_requests, uint32_t kv_blocks, uint32_t max_seqs)
@@ -97,9 +89,9 @@ static int references(struct job *jobs, uint32_t n)
 /* j delivered exactly its solo output: every delta once and in order, one final. */
 static int same_as_solo(const struct job *j, const char *what)
 {
-    const struct rs_client_result *r = &j->res;
-    RS_CHECK_MSG(j->n_finals == 1 && !j->out_of_order, "%s: %u finals, out of order %d", what,
-                 j->n_finals, j->out_of_order);
+    const struct rs_client_result *r = &j->s.res;
+    RS_CHECK_MSG(j->s.n_finals == 1 && !j->s.out_of_order, "%s: %u finals, out of order %d", what,
+                 j->s.n_finals, j->s.out_of_order);
     RS_CHECK_MSG(r->status == RS_CLIENT_OK, "%s: status %s (%s: %s)", what,
                  rs_client_status_name(r->status), rs_wire_code_name(r->error), r->message);
     RS_CHECK_MSG(r->finish_reason == j->ref.finish, "%s: finish %s, solo %s", what,
@@ -113,8 +105,8 @@ static int same_as_solo(const struct job *j, const char *what)
                      r->usage.prompt_tokens == j->ref.n_prompt,
                  "%s: usage %u + %u, solo %u + %u", what, r->usage.prompt_tokens,
                  r->usage.completion_tokens, j->ref.n_prompt, j->ref.n_tokens);
-    RS_CHECK_MSG(j->g.stream || j->n_deltas == 0, "%s: %u deltas for a non-streamed request", what,
-                 j->n_deltas);
+    RS_CHECK_MSG(j->g.stream || j->s.n_deltas == 0, "%s: %u deltas for a non-streamed request", what,
+                 j->s.n_deltas);
     return 0;
 }
 
@@ -126,7 +118,7 @@ static int wait_jobs(rs_client *const *cs, size_t n_clients, const struct job *j
     for (;;) {
         uint32_t done = 0;
         for (uint32_t i = 0; i < n; i++)
-            done += jobs[i].n_finals > 0;
+            done += jobs[i].s.n_finals > 0;
         if (done == n)
             return 0;
         if (rs_clock_ms() >= end || rs_client_poll_set(cs, n_clients, 50) < 0) {
@@ -231,7 +223,7 @@ static void cancel_cb(const struct rs_client_event *ev)
 {
     struct cancel_job *cj = ev->user;
     on_event(ev);
-    if (ev->kind == RS_CLIENT_EV_DELTA && cj->j.n_deltas == cj->after) {
+    if (ev->kind == RS_CLIENT_EV_DELTA && cj->j.s.n_deltas == cj->after) {
         cj->kv_used_at_cancel = counter(cj->h, RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_KV_USED);
         rs_client_cancel(cj->c, ev->id);
     }
@@ -259,9 +251,9 @@ static int test_cancel_mid_stream_returns_every_kv_block(void)
     int failed = references(&next, 1) || (cj.c = client_of(&h)) == NULL ||
                  rs_client_submit(cj.c, &cj.j.g, NULL, cancel_cb, &cj, NULL) != RS_OK ||
                  wait_jobs(&cj.c, 1, &cj.j, 1, 120000) != 0;
-    const struct rs_client_result *r = &cj.j.res;
+    const struct rs_client_result *r = &cj.j.s.res;
     if (!failed && (r->status != RS_CLIENT_OK || r->finish_reason != RS_WIRE_FINISH_ABORT ||
-                    cj.j.out_of_order || r->n_tokens < cj.after || r->n_tokens >= CTX - 4 ||
+                    cj.j.s.out_of_order || r->n_tokens < cj.after || r->n_tokens >= CTX - 4 ||
                     cj.kv_used_at_cancel < cj.after / 16)) {
         fprintf(stderr,
                 "cancelled request: status %s, finish %s, %u tokens, %llu blocks in "
@@ -363,7 +355,7 @@ static int test_prefix_cache_hit_same_output_fewer_prefilled_tokens(void)
     again.ref = first.ref; /* the same request: the same solo output */
     failed = failed || same_as_solo(&first, "first") != 0 || same_as_solo(&again, "again") != 0;
     uint64_t hits = counter(&h, RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_PREFIX_HIT) - hits0;
-    uint32_t cached = again.res.usage.cached_tokens, n_prompt = first.ref.n_prompt;
+    uint32_t cached = again.s.res.usage.cached_tokens, n_prompt = first.ref.n_prompt;
     failed = failed || audit_idle(&h) != 0;
     if (failed)
         rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
@@ -381,7 +373,7 @@ static int test_prefix_cache_hit_same_output_fewer_prefilled_tokens(void)
                  "%u cached",
                  (unsigned long long)p1, (unsigned long long)p2, cached);
     RS_CHECK(cached >= 16 && cached % 16 == 0 && hits == cached);
-    RS_CHECK(first.res.usage.cached_tokens == 0);
+    RS_CHECK(first.s.res.usage.cached_tokens == 0);
     return 0;
 }
 
@@ -491,11 +483,11 @@ static void refused_request(int which, struct rs_wire_generate *g, char *buf, si
 static int check_refused(const struct job *bad, const enum rs_wire_code *codes)
 {
     for (int i = 0; i < N_REFUSED; i++)
-        RS_CHECK_MSG(bad[i].n_finals == 1 && bad[i].res.status == RS_CLIENT_REFUSED &&
-                         bad[i].res.error == codes[i],
+        RS_CHECK_MSG(bad[i].s.n_finals == 1 && bad[i].s.res.status == RS_CLIENT_REFUSED &&
+                         bad[i].s.res.error == codes[i],
                      "bad request %d: status %s, error %s (%s), expected %s", i,
-                     rs_client_status_name(bad[i].res.status), rs_wire_code_name(bad[i].res.error),
-                     bad[i].res.message, rs_wire_code_name(codes[i]));
+                     rs_client_status_name(bad[i].s.res.status), rs_wire_code_name(bad[i].s.res.error),
+                     bad[i].s.res.message, rs_wire_code_name(codes[i]));
     return 0;
 }
 
@@ -573,8 +565,8 @@ static int test_full_table_answers_overloaded(void)
     failed = failed || wait_jobs(&c, 1, jobs, N_BURST, 240000) != 0;
     uint32_t n_ok = 0, n_over = 0;
     for (uint32_t i = 0; i < N_BURST && !failed; i++) {
-        if (jobs[i].res.status == RS_CLIENT_REFUSED && jobs[i].res.error == RS_WIRE_OVERLOADED &&
-            jobs[i].n_deltas == 0)
+        if (jobs[i].s.res.status == RS_CLIENT_REFUSED && jobs[i].s.res.error == RS_WIRE_OVERLOADED &&
+            jobs[i].s.n_deltas == 0)
             n_over++;
         else if ((failed = same_as_solo(&jobs[i], "accepted request")) == 0)
             n_ok++;
