@@ -105,8 +105,8 @@ static int same_as_solo(const struct job *j, const char *what)
                      r->usage.prompt_tokens == j->ref.n_prompt,
                  "%s: usage %u + %u, solo %u + %u", what, r->usage.prompt_tokens,
                  r->usage.completion_tokens, j->ref.n_prompt, j->ref.n_tokens);
-    RS_CHECK_MSG(j->g.stream || j->s.n_deltas == 0, "%s: %u deltas for a non-streamed request", what,
-                 j->s.n_deltas);
+    RS_CHECK_MSG(j->g.stream || j->s.n_deltas == 0, "%s: %u deltas for a non-streamed request",
+                 what, j->s.n_deltas);
     return 0;
 }
 
@@ -486,8 +486,9 @@ static int check_refused(const struct job *bad, const enum rs_wire_code *codes)
         RS_CHECK_MSG(bad[i].s.n_finals == 1 && bad[i].s.res.status == RS_CLIENT_REFUSED &&
                          bad[i].s.res.error == codes[i],
                      "bad request %d: status %s, error %s (%s), expected %s", i,
-                     rs_client_status_name(bad[i].s.res.status), rs_wire_code_name(bad[i].s.res.error),
-                     bad[i].s.res.message, rs_wire_code_name(codes[i]));
+                     rs_client_status_name(bad[i].s.res.status),
+                     rs_wire_code_name(bad[i].s.res.error), bad[i].s.res.message,
+                     rs_wire_code_name(codes[i]));
     return 0;
 }
 
@@ -565,8 +566,8 @@ static int test_full_table_answers_overloaded(void)
     failed = failed || wait_jobs(&c, 1, jobs, N_BURST, 240000) != 0;
     uint32_t n_ok = 0, n_over = 0;
     for (uint32_t i = 0; i < N_BURST && !failed; i++) {
-        if (jobs[i].s.res.status == RS_CLIENT_REFUSED && jobs[i].s.res.error == RS_WIRE_OVERLOADED &&
-            jobs[i].s.n_deltas == 0)
+        if (jobs[i].s.res.status == RS_CLIENT_REFUSED &&
+            jobs[i].s.res.error == RS_WIRE_OVERLOADED && jobs[i].s.n_deltas == 0)
             n_over++;
         else if ((failed = same_as_solo(&jobs[i], "accepted request")) == 0)
             n_ok++;
