@@ -136,13 +136,11 @@ rs_err rs_wire_client_decode(const void *buf, size_t len, struct rs_wire_client_
     uint32_t n;
     uint64_t seen;
     memset(out, 0, sizeof(*out));
-    rs_err e = wire_rd_header(buf, len, RS_WIRE_CLIENT_MSG_MAX, &h, err);
+    rs_err e = wire_rd_message(buf, len, RS_WIRE_CLIENT_MSG_MAX, &h, &r, &n, err);
     memcpy(out->id, h.id, sizeof(out->id));
     if (e != RS_OK)
         return e;
     out->type = h.type;
-    wire_rd_init(&r, buf, len, err);
-    (void)wire_rd_map(&r, &n); /* the header pass proved it is a map */
     if (h.type == RS_WIRE_T_GENERATE) {
         rs_wire_generate_init(&out->u.gen);
         e = wire_rd_fields(&r, n, gen_fields, N_GEN_FIELDS, 0x7, gen_field, out, &seen);

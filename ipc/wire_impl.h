@@ -86,6 +86,13 @@ struct wire_hdr {
 rs_err wire_rd_header(const void *buf, size_t len, size_t max_len, struct wire_hdr *h,
                       struct rs_wire_error *err);
 
+/*
+ * The start of every decoder: wire_rd_header, then r set on the message's
+ * map with *n_fields its entries. h->id is set even when it fails.
+ */
+rs_err wire_rd_message(const void *buf, size_t len, size_t max_len, struct wire_hdr *h,
+                       struct wire_rd *r, uint32_t *n_fields, struct rs_wire_error *err);
+
 /* Fills err with code and a formatted message; returns RS_EPROTO (validators: RS_EINVAL). */
 rs_err wire_set_error(struct rs_wire_error *err, enum rs_wire_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

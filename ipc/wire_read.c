@@ -645,3 +645,14 @@ rs_err wire_rd_header(const void *buf, size_t len, size_t max_len, struct wire_h
         return wire_fail(&r, RS_WIRE_MISSING_FIELD, "missing field 'type'");
     return e;
 }
+
+rs_err wire_rd_message(const void *buf, size_t len, size_t max_len, struct wire_hdr *h,
+                       struct wire_rd *r, uint32_t *n_fields, struct rs_wire_error *err)
+{
+    rs_err e = wire_rd_header(buf, len, max_len, h, err);
+    if (e != RS_OK)
+        return e;
+    wire_rd_init(r, buf, len, err);
+    (void)wire_rd_map(r, n_fields); /* the header pass proved it is a map */
+    return RS_OK;
+}

@@ -215,13 +215,11 @@ rs_err rs_wire_server_decode(const void *buf, size_t len, struct rs_wire_server_
     uint32_t n;
     uint64_t seen;
     memset(out, 0, sizeof(*out));
-    rs_err e = wire_rd_header(buf, len, RS_WIRE_SERVER_MSG_MAX, &h, err);
+    rs_err e = wire_rd_message(buf, len, RS_WIRE_SERVER_MSG_MAX, &h, &r, &n, err);
     memcpy(out->id, h.id, sizeof(out->id));
     if (e != RS_OK)
         return e;
     out->type = h.type;
-    wire_rd_init(&r, buf, len, err);
-    (void)wire_rd_map(&r, &n); /* the header pass proved it is a map */
     switch (h.type) {
     case RS_WIRE_T_ACK: e = wire_rd_fields(&r, n, ack_fields, 6, 0x3f, simple_field, out, &seen);
         break;
