@@ -380,6 +380,12 @@ def test_supervisor_kill_no_orphans_and_recovery(inst):
         n = 3000
         cl.generate("long", prompt="once upon a time", max_tokens=n, **GREEDY)
         os.kill(inst.supervisord_pid(), signal.SIGKILL)
+        # Leave postprocd's socket now, while nothing listens: a DEALER kept open would
+        # reconnect to the new postprocd under our routing id, and closing it only when the
+        # new one connects lets libzmq's ROUTER_HANDOVER (4.3.4) process the old connection's
+        # handshake after the new one's, hand our id to the dying connection and leave the
+        # new one attached to nothing (a CI failure: 'unreachable' for 30 s after welcome).
+        cl.disconnect_out()
         check_gone(inst, pids, "after SIGKILL of supervisord")
         check(inst.proc.wait(timeout=DEADLINE) == 1, "ops/serve status after supervisord died")
         check(inst.segment_exists(), "segment must be kept for recovery")
