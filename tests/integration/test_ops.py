@@ -205,6 +205,11 @@ class Client:
         s = self.ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.ROUTING_ID, self.rid)
         s.setsockopt(zmq.LINGER, 0)
+        # ZMTP heartbeats as the client libraries set them: a connection the ROUTER no
+        # longer routes to (its id handed to another socket) times out and reconnects.
+        s.setsockopt(zmq.HEARTBEAT_IVL, 1000)
+        s.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3000)
+        s.setsockopt(zmq.HEARTBEAT_TTL, 3000)
         s.connect(f"ipc://{self.rundir}/{ep}")
         return s
 
