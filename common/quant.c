@@ -256,9 +256,59 @@ void rs_quant_row_q8_0_dequantize(const void *src, float *dst, size_t n)
     }
 }
 
+void rs_quant_row_q4_0_quantize(const float *src, void *dst, size_t n)
+{
+    uint8_t *out = dst;
+    for (size_t b = 0; b < n / RS_QUANT_Q4_0_BLOCK; b++) {
+        const float *x = src + b * RS_QUANT_Q4_0_BLOCK;
+        uint8_t *blk = out + b * RS_QUANT_Q4_0_BYTES;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < RS_QUANT_Q4_0_BLOCK; j++) {
+            if (amax < fabsf(x[j])) { /* the first of equal magnitudes keeps its sign */
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        }
+        /* The signed extreme maps to exactly -8 steps: the one value Q4_0 keeps exactly. */
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t dh = rs_quant_f16_from_f32(d);
+        memcpy(blk, &dh, 2);
+        for (int j = 0; j < RS_QUANT_Q4_0_BLOCK / 2; j++) {
+            uint8_t q[2];
+            for (int h = 0; h < 2; h++) {
+                /* Truncating v + 8.5 rounds half up; the clamps only guard the far side
+                 * (a value just past +amax) and non-finite input (NaN -> 0). */
+                float v = x[j + h * 16] * id + 8.5f;
+                v = v >= 0.0f ? v : 0.0f;
+                v = v <= 15.0f ? v : 15.0f;
+                q[h] = (uint8_t)v;
+            }
+            blk[2 + j] = (uint8_t)(q[0] | q[1] << 4);
+        }
+    }
+}
+
+void rs_quant_row_q4_0_dequantize(const void *src, float *dst, size_t n)
+{
+    const uint8_t *in = src;
+    for (size_t b = 0; b < n / RS_QUANT_Q4_0_BLOCK; b++) {
+        const uint8_t *blk = in + b * RS_QUANT_Q4_0_BYTES;
+        uint16_t dh;
+        memcpy(&dh, blk, 2);
+        const float d = rs_quant_f16_to_f32(dh);
+        float *y = dst + b * RS_QUANT_Q4_0_BLOCK;
+        for (int j = 0; j < RS_QUANT_Q4_0_BLOCK / 2; j++) {
+            y[j] = (float)((blk[2 + j] & 15) - 8) * d; /* exact: 4 bits times 11 */
+            y[j + 16] = (float)((blk[2 + j] >> 4) - 8) * d;
+        }
+    }
+}
+
 int rs_quant_supported(enum rs_ggml_type t)
 {
-    return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0;
+    return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0 ||
+           t == RS_GGML_Q4_0;
 }
 
 rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, uint64_t n)
@@ -271,6 +321,7 @@ rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, 
     case RS_GGML_F32: memcpy(dst, src, n * sizeof(float)); break;
     case RS_GGML_F16: rs_quant_row_f16_to_f32(src, dst, n); break;
     case RS_GGML_BF16: rs_quant_row_bf16_to_f32(src, dst, n); break;
+    case RS_GGML_Q4_0: rs_quant_row_q4_0_dequantize(src, dst, n); break;
     default: rs_quant_row_q8_0_dequantize(src, dst, n); break;
     }
     return RS_OK;
@@ -286,6 +337,7 @@ rs_err rs_quant_row_from_f32(enum rs_ggml_type type, const float *src, void *dst
     case RS_GGML_F32: memcpy(dst, src, n * sizeof(float)); break;
     case RS_GGML_F16: rs_quant_row_f32_to_f16(src, dst, n); break;
     case RS_GGML_BF16: rs_quant_row_f32_to_bf16(src, dst, n); break;
+    case RS_GGML_Q4_0: rs_quant_row_q4_0_quantize(src, dst, n); break;
     default: rs_quant_row_q8_0_quantize(src, dst, n); break;
     }
     return RS_OK;

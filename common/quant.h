@@ -6,7 +6,8 @@
  * files we write load in llama.cpp and theirs load here. All conversions are
  * bit-exact and deterministic: F16 and BF16 round to nearest, ties to even;
  * row converters use F16C when the CPU has it, and SSE2 for BF16 and Q8_0
- * rows (same bits as the scalar definitions).
+ * rows (same bits as the scalar definitions). Q4_0 (the smallest type users
+ * download) is here too, so tools can write it; its kernels are the engine's.
  * Leaves out: K-quants and the other ggml block types, and the SIMD dot
  * products (those belong to the engine's kernels).
  */
@@ -75,7 +76,26 @@ void rs_quant_row_q8_0_quantize(const float *src, void *dst, size_t n);
 /* Dequantizes n / 32 Q8_0 blocks (n a multiple of 32) into n floats. */
 void rs_quant_row_q8_0_dequantize(const void *src, float *dst, size_t n);
 
-/* 1 when rs_quant_row_to_f32 / _from_f32 handle type t (F32, F16, BF16, Q8_0). */
+/* Values per Q4_0 block, and bytes per block (fp16 scale + 16 bytes of nibbles). */
+#define RS_QUANT_Q4_0_BLOCK 32
+#define RS_QUANT_Q4_0_BYTES 18
+
+/*
+ * Quantizes n values (a multiple of 32) into n / 32 Q4_0 blocks at dst
+ * (ggml's block_q4_0: fp16 d, then byte j holds value j in its low nibble and
+ * value 16 + j in its high nibble; value = d * (nibble - 8)), as ggml's
+ * reference quantizer does: the block's value of largest magnitude (the first
+ * of equals) is `max`, d = max / -8, nibble = min(15, trunc(x * (1 / d) + 8.5)).
+ * So `max` is kept exactly and the others are rounded half up to a multiple of
+ * d; values near -max on the other side can be off by up to |d|. Non-finite
+ * input gives a defined but meaningless block, never undefined behaviour.
+ */
+void rs_quant_row_q4_0_quantize(const float *src, void *dst, size_t n);
+
+/* Dequantizes n / 32 Q4_0 blocks (n a multiple of 32) into n floats; exact products. */
+void rs_quant_row_q4_0_dequantize(const void *src, float *dst, size_t n);
+
+/* 1 when rs_quant_row_to_f32 / _from_f32 handle type t (F32, F16, BF16, Q8_0, Q4_0). */
 int rs_quant_supported(enum rs_ggml_type t);
 
 /*

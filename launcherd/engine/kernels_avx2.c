@@ -28,6 +28,7 @@
 #define MR 3 /* activation rows per register tile */
 #define NR 4 /* weight rows per register tile */
 #define Q8_BYTES 34
+#define Q4_BYTES 18
 
 /* --- reductions ----------------------------------------------------------- */
 
@@ -121,6 +122,21 @@ INL __m256 load_q8(const int8_t *q, __m256 d)
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), d);
 }
 
+/* The 32 nibbles of a Q4_0 block minus 8, as signed bytes: values 0-15 in lo, 16-31 in hi. */
+INL void q4_bytes(const uint8_t *q, __m128i *lo, __m128i *hi)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)q), m = _mm_set1_epi8(15);
+    const __m128i eight = _mm_set1_epi8(8);
+    *lo = _mm_sub_epi8(_mm_and_si128(raw, m), eight);
+    *hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m), eight);
+}
+
+/* 8 signed bytes (the low 8 of v) times d; the product is exact in F32 (4 bits times 11). */
+INL __m256 q4_mul(__m128i v, __m256 d)
+{
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), d);
+}
+
 INL __m256 q8_scale(const uint8_t *block)
 {
     uint16_t h;
@@ -212,6 +228,36 @@ INL void tile_q8(int mr, int nr, const uint8_t *const *wr, const float *x, size_
             const int8_t *q = (const int8_t *)(blk + 2);
             UNROLL for (int j = 0; j < 4; j++) {
                 __m256 wv = load_q8(q + 8 * j, d);
+                UNROLL for (int m = 0; m < mr; m++) acc[m][n] = _mm256_fmadd_ps(
+                    wv, _mm256_loadu_ps(x + (size_t)m * ldx + b * 32 + 8 * j), acc[m][n]);
+            }
+        }
+    }
+    store_tile(mr, nr, acc, y, ldy, accumulate);
+}
+
+/*
+ * Same over Q4_0 rows (K a multiple of 32). Value k of a block is the low
+ * nibble of byte k for k < 16 and the high nibble of byte k - 16 after, so the
+ * four 8-value steps take bytes 0-7 low, 8-15 low, 0-7 high, 8-15 high: the
+ * panel's k order, hence the panel's bits.
+ */
+INL void tile_q4(int mr, int nr, const uint8_t *const *wr, const float *x, size_t ldx, uint32_t K,
+                 float *y, size_t ldy, int accumulate, struct pf pf)
+{
+    __m256 acc[MR][NR];
+    UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
+        _mm256_setzero_ps();
+    for (uint32_t b = 0; b < K / 32; b++) {
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? 2 : 0); /* 4 x 18 bytes per block */
+        UNROLL for (int n = 0; n < nr; n++) {
+            const uint8_t *blk = wr[n] + (size_t)b * Q4_BYTES;
+            __m256 d = q8_scale(blk);
+            __m128i lo, hi;
+            q4_bytes(blk + 2, &lo, &hi);
+            const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+            UNROLL for (int j = 0; j < 4; j++) {
+                __m256 wv = q4_mul(part[j], d);
                 UNROLL for (int m = 0; m < mr; m++) acc[m][n] = _mm256_fmadd_ps(
                     wv, _mm256_loadu_ps(x + (size_t)m * ldx + b * 32 + 8 * j), acc[m][n]);
             }
@@ -351,7 +397,7 @@ INL void widen_q6_k(const uint8_t *b, float *y)
     }
 }
 
-/* Row-at-a-time widening for the block types without a register path. */
+/* Row-at-a-time widening of the block types into panels (Q4_0 also has a register path). */
 TGT static void widen_blocks(enum rs_ggml_type type, const uint8_t *src, uint32_t K, float *dst)
 {
     if (type == RS_GGML_Q4_0)
@@ -456,6 +502,8 @@ static void gemm_panel(const struct kern_mat *w, const float *x, size_t ldx, uin
     do {                                                                                         \
         if (w->type == RS_GGML_Q8_0)                                                             \
             tile_q8(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);   \
+        else if (w->type == RS_GGML_Q4_0)                                                        \
+            tile_q4(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);   \
         else                                                                                     \
             tile_h16(MR_, NR_, w->type == RS_GGML_BF16, (const uint16_t *const *)wr, x, ldx, K,  \
                      yn, ldy, accumulate, f);                                                    \
@@ -507,7 +555,7 @@ void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32
         return;
     if (w->type == RS_GGML_F32)
         gemm_f32(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
-    else if (n_rows <= MR && !is_block_type(w->type))
+    else if (n_rows <= MR && (!is_block_type(w->type) || w->type == RS_GGML_Q4_0))
         gemm_direct(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
     else
         gemm_panel(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);

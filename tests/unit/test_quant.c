@@ -309,6 +309,91 @@ static int test_q8_0_nonfinite_input_is_defined(void)
     return 0;
 }
 
+/*
+ * A hand-made Q4_0 block: the extreme -4 gives d = -4 / -8 = 0.5, so every
+ * multiple of 0.5 in [-4, 3.5] is stored exactly as nibble x / 0.5 + 8 (low
+ * nibbles hold values 0..15, high nibbles values 16..31); 3.75 and 3.25 are
+ * ties that round up (8.5 + 7.5 = 16 clamps to 15, 8.5 + 6.5 = 15).
+ */
+static int test_q4_0_block_layout_and_rounding(void)
+{
+    RS_CHECK(rs_ggml_type_size(RS_GGML_Q4_0) == RS_QUANT_Q4_0_BYTES);
+    float x[32], y[32];
+    for (int j = 0; j < 16; j++) {
+        x[j] = (float)(j - 8) * 0.5f;        /* -4 .. 3.5 */
+        x[16 + j] = (float)(7 - j) * 0.5f;   /* 3.5 .. -4 */
+    }
+    x[31] = 3.75f;
+    x[30] = 3.25f;
+    uint8_t q[RS_QUANT_Q4_0_BYTES];
+    rs_quant_row_q4_0_quantize(x, q, 32);
+    RS_CHECK(q[0] == 0x00 && q[1] == 0x38); /* fp16 0.5, little-endian */
+    for (int j = 0; j < 16; j++) {
+        int lo = q[2 + j] & 15, hi = q[2 + j] >> 4;
+        RS_CHECK_MSG(lo == j, "lo %d: %d", j, lo);
+        int want_hi = j == 15 ? 15 : j == 14 ? 15 : 15 - j;
+        RS_CHECK_MSG(hi == want_hi, "hi %d: %d", j, hi);
+    }
+    rs_quant_row_q4_0_dequantize(q, y, 32);
+    for (int j = 0; j < 30; j++)
+        RS_CHECK_MSG(y[j] == x[j], "j=%d %g != %g", j, (double)y[j], (double)x[j]);
+    RS_CHECK(y[30] == 3.5f && y[31] == 3.5f);
+    return 0;
+}
+
+/* Random blocks: the extreme survives exactly, every value within one step, d as stored. */
+static int test_q4_0_error_bound_random(void)
+{
+    enum { N = 32 * 512 };
+    float *x = malloc(N * 4), *y = malloc(N * 4);
+    uint8_t *q = malloc(N / 32 * RS_QUANT_Q4_0_BYTES);
+    RS_CHECK(x && y && q);
+    for (int i = 0; i < N; i++)
+        x[i] = ldexpf((float)(rand32() % 2001) / 1000.0f - 1.0f, (int)(i / 32 % 24) - 12);
+    rs_quant_row_q4_0_quantize(x, q, N);
+    RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q4_0, q, y, N) == RS_OK);
+    for (int b = 0; b < N / 32; b++) {
+        const float *xb = x + b * 32, *yb = y + b * 32;
+        int e = 0;
+        for (int j = 1; j < 32; j++)
+            e = fabsf(xb[j]) > fabsf(xb[e]) ? j : e; /* the first of equals */
+        uint16_t dh;
+        memcpy(&dh, q + b * RS_QUANT_Q4_0_BYTES, 2);
+        RS_CHECK(dh == rs_quant_f16_from_f32(xb[e] / -8.0f));
+        const double d = fabs((double)rs_quant_f16_to_f32(dh));
+        /* The extreme is -8 steps: exact but for storing d as a half. */
+        RS_CHECK((q[b * RS_QUANT_Q4_0_BYTES + 2 + e % 16] >> (e < 16 ? 0 : 4) & 15) == 0);
+        RS_CHECK(fabs((double)yb[e] - xb[e]) <= 8 * fabs(d - fabs(xb[e]) / 8.0) + 1e-30);
+        for (int j = 0; j < 32; j++) {
+            /* Half a step, a whole one on the clamped far side, plus d's own rounding. */
+            double bound = d + 9 * fabs(d - fabs(xb[e]) / 8.0) + 1e-30;
+            RS_CHECK_MSG(fabs((double)yb[j] - xb[j]) <= bound * 1.0001, "b=%d j=%d", b, j);
+        }
+    }
+    free(x);
+    free(y);
+    free(q);
+    return 0;
+}
+
+/* NaN and inf give some block, not undefined behaviour (UBSan checks the casts). */
+static int test_q4_0_nonfinite_input_is_defined(void)
+{
+    float x[32];
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)j;
+    x[3] = NAN;
+    x[9] = INFINITY;
+    x[20] = -INFINITY;
+    uint8_t q[RS_QUANT_Q4_0_BYTES];
+    rs_quant_row_q4_0_quantize(x, q, 32);
+    x[9] = x[20] = 1.0f;
+    for (int j = 0; j < 32; j++)
+        x[j] = NAN;
+    rs_quant_row_q4_0_quantize(x, q, 32);
+    return 0;
+}
+
 static int test_generic_row_dispatch(void)
 {
     float src[64], dst[64];
@@ -325,9 +410,13 @@ static int test_generic_row_dispatch(void)
     RS_CHECK(rs_quant_row_from_f32(RS_GGML_Q8_0, src, buf, 64) == RS_OK);
     RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q8_0, buf, dst, 64) == RS_OK);
     RS_CHECK(rs_quant_row_from_f32(RS_GGML_Q8_0, src, buf, 48) == RS_EINVAL);
+    RS_CHECK(rs_quant_supported(RS_GGML_Q4_0));
+    RS_CHECK(rs_quant_row_from_f32(RS_GGML_Q4_0, src, buf, 64) == RS_OK);
+    RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q4_0, buf, dst, 64) == RS_OK);
+    RS_CHECK(rs_quant_row_from_f32(RS_GGML_Q4_0, src, buf, 40) == RS_EINVAL);
     RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q4_K, buf, dst, 256) == RS_EUNSUPPORTED);
     RS_CHECK(rs_quant_row_from_f32((enum rs_ggml_type)99, src, buf, 32) == RS_EUNSUPPORTED);
-    RS_CHECK(!rs_quant_supported(RS_GGML_Q4_0));
+    RS_CHECK(!rs_quant_supported(RS_GGML_Q4_K));
     return 0;
 }
 
@@ -340,6 +429,9 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_q8_0_error_bound_random),
     RS_TEST(test_q8_0_matches_ggml_reference_formula),
     RS_TEST(test_q8_0_nonfinite_input_is_defined),
+    RS_TEST(test_q4_0_block_layout_and_rounding),
+    RS_TEST(test_q4_0_error_bound_random),
+    RS_TEST(test_q4_0_nonfinite_input_is_defined),
     RS_TEST(test_generic_row_dispatch),
 };
 RS_TEST_MAIN(cases)
