@@ -305,10 +305,189 @@ void rs_quant_row_q4_0_dequantize(const void *src, float *dst, size_t n)
     }
 }
 
+/* --- Q4_K ------------------------------------------------------------------------------- */
+
+/* Round to nearest, ties to even (the default rounding mode), for |v| < 2^22. */
+static inline int nearest(float v)
+{
+    return (int)lrintf(v);
+}
+
+static inline uint8_t clamp_u(int v, int hi)
+{
+    return (uint8_t)(v < 0 ? 0 : v > hi ? hi : v);
+}
+
+/* sum w (scale * l + min - x)^2 over a sub-block. */
+static float weighted_error(const float *x, const float *w, const uint8_t *l, float scale,
+                            float min)
+{
+    float e = 0;
+    for (int i = 0; i < 32; i++) {
+        float diff = scale * (float)l[i] + min - x[i];
+        e += w[i] * diff * diff;
+    }
+    return e;
+}
+
+/*
+ * One 32-value sub-block as scale * l - m (l in 0..15, m >= 0): start from the
+ * range [min(x, 0), max x], then try 21 stretched ranges, each followed by the
+ * weighted least-squares scale and offset for its levels, keeping the best
+ * (ggml's make_qkx2_quants with rmin -1, rdelta 0.1, nstep 20). Returns the
+ * scale and sets *m; l gets the levels.
+ */
+static float q4k_fit_sub(const float *x, const float *w, uint8_t *l, float *m)
+{
+    float lo = x[0], hi = x[0], sum_w = 0, sum_x = 0;
+    for (int i = 0; i < 32; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    lo = lo > 0 ? 0 : lo;
+    if (!(hi > lo)) { /* constant (or NaN) sub-block */
+        memset(l, 0, 32);
+        *m = -lo;
+        return 0;
+    }
+    float iscale = 15.0f / (hi - lo), scale = 1.0f / iscale, min = lo;
+    for (int i = 0; i < 32; i++)
+        l[i] = clamp_u(nearest(iscale * (x[i] - lo)), 15);
+    float best = weighted_error(x, w, l, scale, min);
+    for (int step = 0; step <= 20; step++) {
+        uint8_t trial[32];
+        float sl = 0, sl2 = 0, sxl = 0;
+        iscale = (-1.0f + 0.1f * (float)step + 15.0f) / (hi - lo);
+        for (int i = 0; i < 32; i++) {
+            trial[i] = clamp_u(nearest(iscale * (x[i] - lo)), 15);
+            sl += w[i] * trial[i];
+            sl2 += w[i] * trial[i] * trial[i];
+            sxl += w[i] * trial[i] * x[i];
+        }
+        float det = sum_w * sl2 - sl * sl;
+        if (!(det > 0))
+            continue;
+        float t_scale = (sum_w * sxl - sum_x * sl) / det;
+        float t_min = (sl2 * sum_x - sl * sxl) / det;
+        if (t_min > 0) { /* levels must stay above a non-positive offset */
+            t_min = 0;
+            t_scale = sxl / sl2;
+        }
+        float e = weighted_error(x, w, trial, t_scale, t_min);
+        if (e < best) {
+            memcpy(l, trial, 32);
+            best = e;
+            scale = t_scale;
+            min = t_min;
+        }
+    }
+    *m = -min;
+    return scale;
+}
+
+/* Packs the 6-bit scale and min of sub-block j into ggml's 12 scale bytes. */
+static void q4k_put_scale_min(uint8_t *s, int j, uint8_t sc, uint8_t m)
+{
+    if (j < 4) {
+        s[j] = sc;
+        s[j + 4] = m;
+    } else {
+        s[j + 4] = (uint8_t)((sc & 15) | (m & 15) << 4);
+        s[j - 4] |= (uint8_t)((sc >> 4) << 6);
+        s[j] |= (uint8_t)((m >> 4) << 6);
+    }
+}
+
+static void q4k_get_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 15) | (s[j - 4] >> 6) << 4);
+        *m = (uint8_t)((s[j + 4] >> 4) | (s[j] >> 6) << 4);
+    }
+}
+
+/* One 256-value block: fit the sub-blocks, quantize their scales and mins to 6 bits under
+ * two fp16 super-scales, then re-level every value against the stored scales. */
+static void q4k_block(const float *x, uint8_t *blk)
+{
+    float w[32], scales[8], mins[8], max_scale = 0, max_min = 0;
+    uint8_t l[256];
+    for (int j = 0; j < 8; j++) {
+        const float *xs = x + 32 * j;
+        float sum_x2 = 0;
+        for (int i = 0; i < 32; i++)
+            sum_x2 += xs[i] * xs[i];
+        float av = sqrtf(sum_x2 / 32);
+        for (int i = 0; i < 32; i++) /* large values matter more, as in ggml */
+            w[i] = av + fabsf(xs[i]);
+        scales[j] = q4k_fit_sub(xs, w, l + 32 * j, &mins[j]);
+        max_scale = scales[j] > max_scale ? scales[j] : max_scale;
+        max_min = mins[j] > max_min ? mins[j] : max_min;
+    }
+    float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0, inv_min = max_min > 0 ? 63.0f / max_min : 0;
+    uint8_t *sc = blk + 4;
+    memset(sc, 0, 12);
+    for (int j = 0; j < 8; j++)
+        q4k_put_scale_min(sc, j, clamp_u(nearest(inv_scale * scales[j]), 63),
+                          clamp_u(nearest(inv_min * mins[j]), 63));
+    const uint16_t dh = rs_quant_f16_from_f32(max_scale / 63.0f);
+    const uint16_t mh = rs_quant_f16_from_f32(max_min / 63.0f);
+    memcpy(blk, &dh, 2);
+    memcpy(blk + 2, &mh, 2);
+    for (int j = 0; j < 8; j++) {
+        uint8_t s6, m6;
+        q4k_get_scale_min(sc, j, &s6, &m6);
+        const float d = rs_quant_f16_to_f32(dh) * s6, dm = rs_quant_f16_to_f32(mh) * m6;
+        if (d == 0)
+            continue; /* keeps the fitted levels, as ggml does */
+        for (int i = 0; i < 32; i++) {
+            float v = (x[32 * j + i] + dm) / d;
+            v = v >= 0 ? v : 0; /* also sends NaN to 0 before the conversion */
+            l[32 * j + i] = clamp_u(nearest(v < 16 ? v : 16), 15);
+        }
+    }
+    for (int c = 0; c < 4; c++) /* per 64 values: 32 bytes, low nibble first half */
+        for (int i = 0; i < 32; i++)
+            blk[16 + 32 * c + i] = (uint8_t)(l[64 * c + i] | l[64 * c + 32 + i] << 4);
+}
+
+void rs_quant_row_q4_k_quantize(const float *src, void *dst, size_t n)
+{
+    for (size_t b = 0; b < n / RS_QUANT_Q4_K_BLOCK; b++)
+        q4k_block(src + b * RS_QUANT_Q4_K_BLOCK, (uint8_t *)dst + b * RS_QUANT_Q4_K_BYTES);
+}
+
+void rs_quant_row_q4_k_dequantize(const void *src, float *dst, size_t n)
+{
+    for (size_t b = 0; b < n / RS_QUANT_Q4_K_BLOCK; b++) {
+        const uint8_t *blk = (const uint8_t *)src + b * RS_QUANT_Q4_K_BYTES;
+        float *y = dst + b * RS_QUANT_Q4_K_BLOCK;
+        uint16_t dh, mh;
+        memcpy(&dh, blk, 2);
+        memcpy(&mh, blk + 2, 2);
+        const float d = rs_quant_f16_to_f32(dh), dmin = rs_quant_f16_to_f32(mh);
+        for (int j = 0; j < 8; j++) {
+            uint8_t s6, m6;
+            q4k_get_scale_min(blk + 4, j, &s6, &m6);
+            const float d1 = d * s6, m1 = dmin * m6; /* exact: 11 bits times 6 */
+            const uint8_t *q = blk + 16 + 32 * (j / 2);
+            for (int i = 0; i < 32; i++) {
+                int l = j % 2 ? q[i] >> 4 : q[i] & 15;
+                y[32 * j + i] = fmaf(d1, (float)l, -m1); /* exact product, one rounding */
+            }
+        }
+    }
+}
+
 int rs_quant_supported(enum rs_ggml_type t)
 {
     return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0 ||
-           t == RS_GGML_Q4_0;
+           t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K;
 }
 
 rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, uint64_t n)
@@ -322,6 +501,7 @@ rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, 
     case RS_GGML_F16: rs_quant_row_f16_to_f32(src, dst, n); break;
     case RS_GGML_BF16: rs_quant_row_bf16_to_f32(src, dst, n); break;
     case RS_GGML_Q4_0: rs_quant_row_q4_0_dequantize(src, dst, n); break;
+    case RS_GGML_Q4_K: rs_quant_row_q4_k_dequantize(src, dst, n); break;
     default: rs_quant_row_q8_0_dequantize(src, dst, n); break;
     }
     return RS_OK;
@@ -338,6 +518,7 @@ rs_err rs_quant_row_from_f32(enum rs_ggml_type type, const float *src, void *dst
     case RS_GGML_F16: rs_quant_row_f32_to_f16(src, dst, n); break;
     case RS_GGML_BF16: rs_quant_row_f32_to_bf16(src, dst, n); break;
     case RS_GGML_Q4_0: rs_quant_row_q4_0_quantize(src, dst, n); break;
+    case RS_GGML_Q4_K: rs_quant_row_q4_k_quantize(src, dst, n); break;
     default: rs_quant_row_q8_0_quantize(src, dst, n); break;
     }
     return RS_OK;

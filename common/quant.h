@@ -6,9 +6,9 @@
  * files we write load in llama.cpp and theirs load here. All conversions are
  * bit-exact and deterministic: F16 and BF16 round to nearest, ties to even;
  * row converters use F16C when the CPU has it, and SSE2 for BF16 and Q8_0
- * rows (same bits as the scalar definitions). Q4_0 (the smallest type users
- * download) is here too, so tools can write it; its kernels are the engine's.
- * Leaves out: K-quants and the other ggml block types, and the SIMD dot
+ * rows (same bits as the scalar definitions). Q4_0 and Q4_K (what users
+ * download most) are here too, so tools can write them; their kernels are the
+ * engine's. Leaves out: the other K-quants and ggml block types, and the SIMD dot
  * products (those belong to the engine's kernels).
  */
 #ifndef RS_QUANT_H
@@ -95,7 +95,28 @@ void rs_quant_row_q4_0_quantize(const float *src, void *dst, size_t n);
 /* Dequantizes n / 32 Q4_0 blocks (n a multiple of 32) into n floats; exact products. */
 void rs_quant_row_q4_0_dequantize(const void *src, float *dst, size_t n);
 
-/* 1 when rs_quant_row_to_f32 / _from_f32 handle type t (F32, F16, BF16, Q8_0, Q4_0). */
+/* Values per Q4_K super-block, and bytes per block (fp16 d, fp16 dmin, 12 scale bytes,
+ * 128 bytes of nibbles). */
+#define RS_QUANT_Q4_K_BLOCK 256
+#define RS_QUANT_Q4_K_BYTES 144
+
+/*
+ * Quantizes n values (a multiple of 256) into ggml's block_q4_K: 8 sub-blocks
+ * of 32, value = d * sc * l - dmin * m with l in 0..15 and 6-bit sc, m per
+ * sub-block. Each sub-block's scale and offset come from ggml's reference
+ * search (a weighted least-squares fit over 21 candidate ranges, weights
+ * rms + |x|), then the scales are quantized under the two fp16 super-scales
+ * and every value re-leveled against what is stored. Not promised to be
+ * byte-identical to ggml's output (float summation order may differ), but
+ * the same format and algorithm: llama.cpp reads it. Non-finite input gives
+ * a defined but meaningless block. Any thread.
+ */
+void rs_quant_row_q4_k_quantize(const float *src, void *dst, size_t n);
+
+/* Dequantizes n / 256 Q4_K blocks into n floats: fl(d*sc * l - dmin*m), one rounding. */
+void rs_quant_row_q4_k_dequantize(const void *src, float *dst, size_t n);
+
+/* 1 when rs_quant_row_to_f32 / _from_f32 handle type t (F32, F16, BF16, Q8_0, Q4_0, Q4_K). */
 int rs_quant_supported(enum rs_ggml_type t);
 
 /*

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ringserve-mkmodel: writes random-weight llama GGUFs of a given shape and
- * weight type (F32/F16/BF16/Q8_0/Q4_0), so tests and benchmarks can make models of
+ * weight type (F32/F16/BF16/Q8_0/Q4_0/Q4_K), so tests and benchmarks can make models of
  * any size on a machine that has none, and converts an existing GGUF's weight
  * matrices to another of those types. The vocab is copied from a given GGUF,
  * or is a byte-level one of its own (see tools/README.md for its exact ids).
@@ -29,7 +29,7 @@
 /* llama.cpp's llama_ftype values for general.file_type. */
 enum {
     FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q8_0 = 7,
-    FTYPE_MOSTLY_BF16 = 32
+    FTYPE_MOSTLY_Q4_K_S = 14, FTYPE_MOSTLY_BF16 = 32
 };
 
 /* Token types as in llama.cpp's llama_token_type / the GGUF token_type array. */
@@ -65,10 +65,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ringserve-mkmodel -o OUT.gguf --dim D --layers L --heads H [--kv-heads K]\n"
             "                         --ffn F --vocab V [--ctx C]\n"
-            "                         [--type f32|f16|bf16|q8_0|q4_0]\n"
+            "                         [--type f32|f16|bf16|q8_0|q4_0|q4_k]\n"
             "                         [--tied] [--rope-base B] [--vocab-from FILE.gguf]\n"
             "                         [--seed S] [--vocab-only]\n"
-            "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type f32|f16|bf16|q8_0|q4_0\n"
+            "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type f32|f16|bf16|q8_0|q4_0|q4_k\n"
             "Random weights: approximately normal, std %.2f, from --seed (default 0); norms 1.\n"
             "--vocab may be omitted with --vocab-from (it must then equal that vocab's size).\n"
             "--vocab-only writes the metadata and vocab but no tensors (for tokenizer tests).\n"
@@ -101,7 +101,7 @@ static int parse_type(const char *s, enum rs_ggml_type *t)
         const char *name;
         enum rs_ggml_type type;
     } names[] = {{"f32", RS_GGML_F32}, {"f16", RS_GGML_F16}, {"bf16", RS_GGML_BF16},
-                 {"q8_0", RS_GGML_Q8_0}, {"q4_0", RS_GGML_Q4_0}};
+                 {"q8_0", RS_GGML_Q8_0}, {"q4_0", RS_GGML_Q4_0}, {"q4_k", RS_GGML_Q4_K}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(s, names[i].name) == 0) {
             *t = names[i].type;
@@ -117,6 +117,7 @@ static uint32_t file_type_of(enum rs_ggml_type t)
     case RS_GGML_BF16: return FTYPE_MOSTLY_BF16;
     case RS_GGML_Q8_0: return FTYPE_MOSTLY_Q8_0;
     case RS_GGML_Q4_0: return FTYPE_MOSTLY_Q4_0;
+    case RS_GGML_Q4_K: return FTYPE_MOSTLY_Q4_K_S; /* every matrix Q4_K: llama.cpp's "S" mix */
     default: return FTYPE_ALL_F32;
     }
 }
@@ -158,7 +159,7 @@ static int parse_opt(struct opts *o, int id, const char *arg)
     switch (id) {
     case OPT_TYPE:
         if (!parse_type(arg, &o->type))
-            return bad_arg("--type '%s': expected f32, f16, bf16, q8_0 or q4_0", arg);
+            return bad_arg("--type '%s': expected f32, f16, bf16, q8_0, q4_0 or q4_k", arg);
         return 0;
     case OPT_TIED: o->tied = 1; o->shape_given = 1; return 0;
     case OPT_ROPE_BASE:
@@ -295,7 +296,7 @@ static void list_free(struct tensor_list *l)
     l->n = l->cap = 0;
 }
 
-/* Type a matrix of row length ne0 gets: Q8_0 and Q4_0 need whole 32-value blocks. */
+/* Type a matrix of row length ne0 gets: whole blocks (32 values; 256 for Q4_K) or F16. */
 static enum rs_ggml_type matrix_type(enum rs_ggml_type want, uint64_t ne0, const char *name)
 {
     if (ne0 % rs_ggml_block_size(want) == 0)
@@ -556,7 +557,7 @@ static int convert_matrix(struct out_tensor *t, const struct rs_gguf_tensor *in)
 }
 
 /*
- * Plans one input tensor: 2-D matrices go to the target type (Q8_0/Q4_0 fall back
+ * Plans one input tensor: 2-D matrices go to the target type (block types fall back
  * to F16 for rows that are not whole blocks); everything else, and a matrix
  * already of the target type, is copied byte for byte from the input map.
  */
@@ -575,7 +576,7 @@ static int convert_tensor(struct tensor_list *l, const struct rs_gguf_tensor *in
     }
     if (!rs_quant_supported(in->type)) {
         fprintf(stderr, "ringserve-mkmodel: tensor %s: type %s cannot be converted "
-                "(supported: F32, F16, BF16, Q8_0, Q4_0)\n", in->name, rs_ggml_type_name(in->type));
+                "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K)\n", in->name, rs_ggml_type_name(in->type));
         return -1;
     }
     return convert_matrix(t, in);

@@ -397,7 +397,61 @@ INL void widen_q6_k(const uint8_t *b, float *y)
     }
 }
 
-/* Row-at-a-time widening of the block types into panels (Q4_0 also has a register path). */
+#define Q4K_BYTES 144
+
+/* 32 nibbles (bytes of q, 0..15 each) as d1 * q - m1 (exact product, one rounding), 8 at a
+ * time, each folded into the mr accumulators of one weight row against x at xk. */
+INL void fma_q4k32(int mr, __m256i q, __m256 d1, __m256 m1, const float *x, size_t ldx,
+                   uint32_t xk, __m256 *acc)
+{
+    const __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    UNROLL for (int i = 0; i < 4; i++) {
+        __m128i b = i & 1 ? _mm_srli_si128(h[i / 2], 8) : h[i / 2];
+        __m256 wv = _mm256_fmsub_ps(d1, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)), m1);
+        UNROLL for (int m = 0; m < mr; m++) acc[m] = _mm256_fmadd_ps(
+            wv, _mm256_loadu_ps(x + (size_t)m * ldx + xk + 8 * i), acc[m]);
+    }
+}
+
+/*
+ * Same over Q4_K rows (K a multiple of 256): values widened exactly as
+ * widen_q4_k gives them (the panel's bits), in the panel's k order: per
+ * 64-value chunk, the low nibbles of its 32 bytes, then the high ones.
+ */
+INL void tile_q4k(int mr, int nr, const uint8_t *const *wr, const float *x, size_t ldx,
+                  uint32_t K, float *y, size_t ldy, int accumulate, struct pf pf)
+{
+    __m256 acc[MR][NR], col[MR];
+    UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
+        _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (uint32_t b = 0; b < K / 256; b++) {
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? 9 : 0); /* 4 x 144 bytes per block */
+        UNROLL for (int n = 0; n < nr; n++) {
+            const uint8_t *blk = wr[n] + (size_t)b * Q4K_BYTES;
+            uint16_t h[2];
+            memcpy(h, blk, 4);
+            const float d = _cvtsh_ss(h[0]), dmin = _cvtsh_ss(h[1]);
+            UNROLL for (int m = 0; m < mr; m++) col[m] = acc[m][n];
+            for (int j = 0; j < 4; j++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j));
+                uint8_t sc, mn;
+                q4k_scale_min(blk + 4, 2 * j, &sc, &mn);
+                fma_q4k32(mr, _mm256_and_si256(q, m4), _mm256_set1_ps(d * sc),
+                          _mm256_set1_ps(dmin * mn), x, ldx, b * 256 + 64 * j, col);
+                q4k_scale_min(blk + 4, 2 * j + 1, &sc, &mn);
+                fma_q4k32(mr, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                          _mm256_set1_ps(d * sc), _mm256_set1_ps(dmin * mn), x, ldx,
+                          b * 256 + 64 * j + 32, col);
+            }
+            UNROLL for (int m = 0; m < mr; m++) acc[m][n] = col[m];
+        }
+    }
+    store_tile(mr, nr, acc, y, ldy, accumulate);
+}
+
+/* Row-at-a-time widening of the block types into panels (Q4_0 and Q4_K also have register
+ * paths for up to MR rows). */
 TGT static void widen_blocks(enum rs_ggml_type type, const uint8_t *src, uint32_t K, float *dst)
 {
     if (type == RS_GGML_Q4_0)
@@ -507,6 +561,8 @@ static void gemm_panel(const struct kern_mat *w, const float *x, size_t ldx, uin
             tile_q8(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);   \
         else if (w->type == RS_GGML_Q4_0)                                                        \
             tile_q4(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);   \
+        else if (w->type == RS_GGML_Q4_K)                                                        \
+            tile_q4k(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);  \
         else                                                                                     \
             tile_h16(MR_, NR_, w->type == RS_GGML_BF16, (const uint16_t *const *)wr, x, ldx, K,  \
                      yn, ldy, accumulate, f);                                                    \
@@ -558,7 +614,7 @@ void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32
         return;
     if (w->type == RS_GGML_F32)
         gemm_f32(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
-    else if (n_rows <= MR && (!is_block_type(w->type) || w->type == RS_GGML_Q4_0))
+    else if (n_rows <= MR && w->type != RS_GGML_Q6_K) /* Q6_K: panel only */
         gemm_direct(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
     else
         gemm_panel(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);

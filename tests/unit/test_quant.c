@@ -394,6 +394,86 @@ static int test_q4_0_nonfinite_input_is_defined(void)
     return 0;
 }
 
+/*
+ * Eight identical sub-blocks of the 16 levels 0, 0.1, ..., 1.5 (twice over):
+ * the fit finds scale 0.1 and offset 0 for each, so every sub-block stores
+ * sc = 63 and m = 0 under d = fp16(0.1 / 63), the levels come back as the
+ * nibbles, and the values within d's fp16 rounding.
+ */
+static int test_q4_k_recovers_exact_levels(void)
+{
+    RS_CHECK(rs_ggml_type_size(RS_GGML_Q4_K) == RS_QUANT_Q4_K_BYTES);
+    float x[256], y[256];
+    for (int i = 0; i < 256; i++)
+        x[i] = (float)(i % 16) * 0.1f;
+    uint8_t q[RS_QUANT_Q4_K_BYTES];
+    rs_quant_row_q4_k_quantize(x, q, 256);
+    uint16_t dh, mh;
+    memcpy(&dh, q, 2);
+    memcpy(&mh, q + 2, 2);
+    RS_CHECK_MSG(dh == rs_quant_f16_from_f32(0.1f / 63.0f), "d 0x%04x", dh);
+    RS_CHECK(mh == 0);
+    for (int j = 0; j < 4; j++) /* 63, and in the top two bits the high bits of 63 again */
+        RS_CHECK_MSG(q[4 + j] == 0xff && q[8 + j] == 0, "scale byte %d: %u %u", j, q[4 + j],
+                     q[8 + j]);
+    for (int j = 0; j < 4; j++) /* sub-blocks 4..7: low 4 bits of 63 here, high two above */
+        RS_CHECK_MSG(q[12 + j] == 15, "scale byte %d: %u", 8 + j, q[12 + j]);
+    for (int i = 0; i < 128; i++) {
+        int c = i / 32, k = i % 32; /* chunk c: values 64c + k (low) and 64c + 32 + k (high) */
+        RS_CHECK_MSG((q[16 + i] & 15) == (64 * c + k) % 16 && q[16 + i] >> 4 == (64 * c + 32 + k) % 16,
+                     "byte %d: 0x%02x", i, q[16 + i]);
+    }
+    RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q4_K, q, y, 256) == RS_OK);
+    for (int i = 0; i < 256; i++)
+        RS_CHECK_MSG(fabsf(y[i] - x[i]) <= 1.5f * 0x1p-11f * 1.01f, "i=%d %g vs %g", i,
+                     (double)y[i], (double)x[i]);
+    return 0;
+}
+
+/* Random rows: the rms error stays a small fraction of the rms value, and dequantizing
+ * matches the block formula element by element (one rounding). */
+static int test_q4_k_error_random(void)
+{
+    enum { N = 256 * 64 };
+    float *x = malloc(N * 4), *y = malloc(N * 4);
+    uint8_t *q = malloc(N / 256 * RS_QUANT_Q4_K_BYTES);
+    RS_CHECK(x && y && q);
+    for (int i = 0; i < N; i++) /* uniform, scaled per block over several binades */
+        x[i] = ldexpf((float)(rand32() % 2001) / 1000.0f - 1.0f, (int)(i / 256 % 12) - 6);
+    rs_quant_row_q4_k_quantize(x, q, N);
+    rs_quant_row_q4_k_dequantize(q, y, N);
+    for (int b = 0; b < N / 256; b++) {
+        double e2 = 0, x2 = 0;
+        for (int i = 0; i < 256; i++) {
+            double d = (double)y[b * 256 + i] - x[b * 256 + i];
+            e2 += d * d;
+            x2 += (double)x[b * 256 + i] * x[b * 256 + i];
+        }
+        /* 16 levels over a uniform sub-block: about 1/(15 sqrt 12) of its range, ~4% of rms */
+        RS_CHECK_MSG(sqrt(e2 / x2) < 0.08, "block %d: rms error / rms %g", b, sqrt(e2 / x2));
+    }
+    free(x);
+    free(y);
+    free(q);
+    return 0;
+}
+
+static int test_q4_k_nonfinite_input_is_defined(void)
+{
+    float x[256];
+    for (int i = 0; i < 256; i++)
+        x[i] = (float)i;
+    x[3] = NAN;
+    x[40] = INFINITY;
+    x[200] = -INFINITY;
+    uint8_t q[RS_QUANT_Q4_K_BYTES];
+    rs_quant_row_q4_k_quantize(x, q, 256);
+    for (int i = 0; i < 256; i++)
+        x[i] = NAN;
+    rs_quant_row_q4_k_quantize(x, q, 256);
+    return 0;
+}
+
 static int test_generic_row_dispatch(void)
 {
     float src[64], dst[64];
@@ -414,9 +494,9 @@ static int test_generic_row_dispatch(void)
     RS_CHECK(rs_quant_row_from_f32(RS_GGML_Q4_0, src, buf, 64) == RS_OK);
     RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q4_0, buf, dst, 64) == RS_OK);
     RS_CHECK(rs_quant_row_from_f32(RS_GGML_Q4_0, src, buf, 40) == RS_EINVAL);
-    RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q4_K, buf, dst, 256) == RS_EUNSUPPORTED);
+    RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q6_K, buf, dst, 256) == RS_EUNSUPPORTED);
     RS_CHECK(rs_quant_row_from_f32((enum rs_ggml_type)99, src, buf, 32) == RS_EUNSUPPORTED);
-    RS_CHECK(!rs_quant_supported(RS_GGML_Q4_K));
+    RS_CHECK(!rs_quant_supported(RS_GGML_Q6_K));
     return 0;
 }
 
@@ -432,6 +512,9 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_q4_0_block_layout_and_rounding),
     RS_TEST(test_q4_0_error_bound_random),
     RS_TEST(test_q4_0_nonfinite_input_is_defined),
+    RS_TEST(test_q4_k_recovers_exact_levels),
+    RS_TEST(test_q4_k_error_random),
+    RS_TEST(test_q4_k_nonfinite_input_is_defined),
     RS_TEST(test_generic_row_dispatch),
 };
 RS_TEST_MAIN(cases)
