@@ -484,10 +484,130 @@ void rs_quant_row_q4_k_dequantize(const void *src, float *dst, size_t n)
     }
 }
 
+/* --- Q6_K ------------------------------------------------------------------------------- */
+
+/*
+ * Levels l in -32..31 for 16 values as scale * l, weights x^2 (large values
+ * matter most): from the scale that maps the signed extreme to -32, try 18
+ * nearby ones and keep the levels with the best weighted least-squares fit
+ * (ggml's make_qx_quants with nmax 32, rmse_type 1). Returns the scale; l
+ * gets the levels plus 32.
+ */
+static float q6k_fit_sub(const float *x, uint8_t *l)
+{
+    float amax = 0, max = 0;
+    for (int i = 0; i < 16; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    if (!(amax >= 1e-15f)) { /* all (near) zero, or NaN */
+        memset(l, 32, 16);
+        return 0;
+    }
+    float best = 0, scale = 0;
+    for (int step = 0; step <= 18; step++) {
+        /* step 0 is the plain range; then -0.9 .. +0.9 around it, skipping 0 */
+        int t = step == 0 ? 0 : step <= 9 ? step - 10 : step - 9;
+        float iscale = -(32.0f + 0.1f * (float)t) / max, slx = 0, sl2 = 0;
+        int lv[16];
+        for (int i = 0; i < 16; i++) {
+            int q = nearest(iscale * x[i]);
+            lv[i] = q < -32 ? -32 : q > 31 ? 31 : q;
+            float w = x[i] * x[i];
+            slx += w * x[i] * (float)lv[i];
+            sl2 += w * (float)lv[i] * (float)lv[i];
+        }
+        if (step == 0 || (sl2 > 0 && slx * slx > best * sl2)) {
+            for (int i = 0; i < 16; i++)
+                l[i] = (uint8_t)(lv[i] + 32);
+            scale = sl2 > 0 ? slx / sl2 : 0;
+            best = scale * slx;
+        }
+    }
+    return scale;
+}
+
+/* One 256-value block: fit 16 sub-blocks, store their scales as int8 under one fp16 d
+ * (the largest maps to -128), re-level every value against the stored scales, pack. */
+static void q6k_block(const float *x, uint8_t *blk)
+{
+    uint8_t l[256];
+    float scales[16], max_scale = 0, max_abs = 0;
+    for (int j = 0; j < 16; j++) {
+        scales[j] = q6k_fit_sub(x + 16 * j, l + 16 * j);
+        if (fabsf(scales[j]) > max_abs) {
+            max_abs = fabsf(scales[j]);
+            max_scale = scales[j];
+        }
+    }
+    memset(blk, 0, RS_QUANT_Q6_K_BYTES);
+    if (!(max_abs >= 1e-15f))
+        return; /* an all-zero block */
+    const float iscale = -128.0f / max_scale;
+    const uint16_t dh = rs_quant_f16_from_f32(1.0f / iscale);
+    memcpy(blk + 208, &dh, 2);
+    int8_t *sc = (int8_t *)(blk + 192);
+    for (int j = 0; j < 16; j++) {
+        int v = nearest(iscale * scales[j]);
+        sc[j] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+    }
+    for (int j = 0; j < 16; j++) {
+        const float d = rs_quant_f16_to_f32(dh) * (float)sc[j];
+        if (d == 0)
+            continue;
+        for (int i = 0; i < 16; i++) {
+            float v = x[16 * j + i] / d;
+            v = v >= -32 ? v : -32; /* also sends NaN to -32 before the conversion */
+            int q = nearest(v <= 31 ? v : 31);
+            l[16 * j + i] = (uint8_t)(q + 32);
+        }
+    }
+    uint8_t *ql = blk, *qh = blk + 128;
+    for (int h = 0; h < 2; h++, ql += 64, qh += 32) /* per 128 values, as ggml lays them */
+        for (int i = 0; i < 32; i++) {
+            const uint8_t *lv = l + 128 * h + i;
+            ql[i] = (uint8_t)((lv[0] & 15) | (lv[64] & 15) << 4);
+            ql[i + 32] = (uint8_t)((lv[32] & 15) | (lv[96] & 15) << 4);
+            qh[i] = (uint8_t)(lv[0] >> 4 | (lv[32] >> 4) << 2 | (lv[64] >> 4) << 4 |
+                              (lv[96] >> 4) << 6);
+        }
+}
+
+void rs_quant_row_q6_k_quantize(const float *src, void *dst, size_t n)
+{
+    for (size_t b = 0; b < n / RS_QUANT_Q6_K_BLOCK; b++)
+        q6k_block(src + b * RS_QUANT_Q6_K_BLOCK, (uint8_t *)dst + b * RS_QUANT_Q6_K_BYTES);
+}
+
+void rs_quant_row_q6_k_dequantize(const void *src, float *dst, size_t n)
+{
+    for (size_t b = 0; b < n / RS_QUANT_Q6_K_BLOCK; b++) {
+        const uint8_t *blk = (const uint8_t *)src + b * RS_QUANT_Q6_K_BYTES;
+        const int8_t *sc = (const int8_t *)(blk + 192);
+        uint16_t dh;
+        memcpy(&dh, blk + 208, 2);
+        const float d = rs_quant_f16_to_f32(dh);
+        float *y = dst + b * RS_QUANT_Q6_K_BLOCK;
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+            for (int i = 0; i < 32; i++) {
+                const int q[4] = {(ql[i] & 15) | (qh[i] & 3) << 4,
+                                  (ql[i + 32] & 15) | (qh[i] >> 2 & 3) << 4,
+                                  (ql[i] >> 4) | (qh[i] >> 4 & 3) << 4,
+                                  (ql[i + 32] >> 4) | (qh[i] >> 6 & 3) << 4};
+                for (int k = 0; k < 4; k++) /* (d * sc) * q: exact, 11 + 8 + 6 bits */
+                    y[128 * h + 32 * k + i] =
+                        d * (float)sc[8 * h + 2 * k + i / 16] * (float)(q[k] - 32);
+            }
+        }
+    }
+}
+
 int rs_quant_supported(enum rs_ggml_type t)
 {
     return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0 ||
-           t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K;
+           t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q6_K;
 }
 
 rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, uint64_t n)
@@ -502,6 +622,7 @@ rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, 
     case RS_GGML_BF16: rs_quant_row_bf16_to_f32(src, dst, n); break;
     case RS_GGML_Q4_0: rs_quant_row_q4_0_dequantize(src, dst, n); break;
     case RS_GGML_Q4_K: rs_quant_row_q4_k_dequantize(src, dst, n); break;
+    case RS_GGML_Q6_K: rs_quant_row_q6_k_dequantize(src, dst, n); break;
     default: rs_quant_row_q8_0_dequantize(src, dst, n); break;
     }
     return RS_OK;
@@ -519,6 +640,7 @@ rs_err rs_quant_row_from_f32(enum rs_ggml_type type, const float *src, void *dst
     case RS_GGML_BF16: rs_quant_row_f32_to_bf16(src, dst, n); break;
     case RS_GGML_Q4_0: rs_quant_row_q4_0_quantize(src, dst, n); break;
     case RS_GGML_Q4_K: rs_quant_row_q4_k_quantize(src, dst, n); break;
+    case RS_GGML_Q6_K: rs_quant_row_q6_k_quantize(src, dst, n); break;
     default: rs_quant_row_q8_0_quantize(src, dst, n); break;
     }
     return RS_OK;

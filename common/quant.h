@@ -6,9 +6,9 @@
  * files we write load in llama.cpp and theirs load here. All conversions are
  * bit-exact and deterministic: F16 and BF16 round to nearest, ties to even;
  * row converters use F16C when the CPU has it, and SSE2 for BF16 and Q8_0
- * rows (same bits as the scalar definitions). Q4_0 and Q4_K (what users
- * download most) are here too, so tools can write them; their kernels are the
- * engine's. Leaves out: the other K-quants and ggml block types, and the SIMD dot
+ * rows (same bits as the scalar definitions). Q4_0, Q4_K and Q6_K (what
+ * users download most) are here too, so tools can write them; their kernels
+ * are the engine's. Leaves out: the other K-quants and ggml block types, and the SIMD dot
  * products (those belong to the engine's kernels).
  */
 #ifndef RS_QUANT_H
@@ -116,7 +116,27 @@ void rs_quant_row_q4_k_quantize(const float *src, void *dst, size_t n);
 /* Dequantizes n / 256 Q4_K blocks into n floats: fl(d*sc * l - dmin*m), one rounding. */
 void rs_quant_row_q4_k_dequantize(const void *src, float *dst, size_t n);
 
-/* 1 when rs_quant_row_to_f32 / _from_f32 handle type t (F32, F16, BF16, Q8_0, Q4_0, Q4_K). */
+/* Values per Q6_K super-block, and bytes per block (128 low-nibble bytes, 64 bytes of 2-bit
+ * highs, 16 int8 scales, fp16 d). */
+#define RS_QUANT_Q6_K_BLOCK 256
+#define RS_QUANT_Q6_K_BYTES 210
+
+/*
+ * Quantizes n values (a multiple of 256) into ggml's block_q6_K: 16
+ * sub-blocks of 16, value = d * sc * (l - 32) with l in 0..63 and int8 sc.
+ * Each sub-block's scale comes from ggml's reference search (19 candidate
+ * scales, weights x^2), the scales are stored as int8 under one fp16 d (the
+ * largest in magnitude as -128), and every value is re-leveled against what is
+ * stored. Same format and algorithm as ggml, not promised byte-identical.
+ * Non-finite input gives a defined but meaningless block. Any thread.
+ */
+void rs_quant_row_q6_k_quantize(const float *src, void *dst, size_t n);
+
+/* Dequantizes n / 256 Q6_K blocks into n floats: (d * sc) * q, exact. */
+void rs_quant_row_q6_k_dequantize(const void *src, float *dst, size_t n);
+
+/* 1 when rs_quant_row_to_f32 / _from_f32 handle type t (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+ * Q6_K). */
 int rs_quant_supported(enum rs_ggml_type t);
 
 /*

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ringserve-mkmodel: writes random-weight llama GGUFs of a given shape and
- * weight type (F32/F16/BF16/Q8_0/Q4_0/Q4_K), so tests and benchmarks can make models of
+ * weight type (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K, or the Q4_K_M mix), so tests and benchmarks can make models of
  * any size on a machine that has none, and converts an existing GGUF's weight
  * matrices to another of those types. The vocab is copied from a given GGUF,
  * or is a byte-level one of its own (see tools/README.md for its exact ids).
@@ -29,7 +29,7 @@
 /* llama.cpp's llama_ftype values for general.file_type. */
 enum {
     FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q8_0 = 7,
-    FTYPE_MOSTLY_Q4_K_S = 14, FTYPE_MOSTLY_BF16 = 32
+    FTYPE_MOSTLY_Q4_K_S = 14, FTYPE_MOSTLY_Q4_K_M = 15, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_BF16 = 32
 };
 
 /* Token types as in llama.cpp's llama_token_type / the GGUF token_type array. */
@@ -42,6 +42,7 @@ struct opts {
     float rope_base;
     unsigned long long seed;
     enum rs_ggml_type type;
+    int mix_k_m;     /* --type q4_k_m: Q4_K with Q6_K where llama.cpp's Q4_K_M puts it */
     int shape_given; /* any of the shape options, which --convert forbids */
 };
 
@@ -65,10 +66,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ringserve-mkmodel -o OUT.gguf --dim D --layers L --heads H [--kv-heads K]\n"
             "                         --ffn F --vocab V [--ctx C]\n"
-            "                         [--type f32|f16|bf16|q8_0|q4_0|q4_k]\n"
+            "                         [--type f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q6_k]\n"
             "                         [--tied] [--rope-base B] [--vocab-from FILE.gguf]\n"
             "                         [--seed S] [--vocab-only]\n"
-            "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type f32|f16|bf16|q8_0|q4_0|q4_k\n"
+            "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type TYPE (as above)\n"
             "Random weights: approximately normal, std %.2f, from --seed (default 0); norms 1.\n"
             "--vocab may be omitted with --vocab-from (it must then equal that vocab's size).\n"
             "--vocab-only writes the metadata and vocab but no tensors (for tokenizer tests).\n"
@@ -95,29 +96,38 @@ static int parse_long(const char *s, long min, long max, long *out)
     return 1;
 }
 
-static int parse_type(const char *s, enum rs_ggml_type *t)
+static int parse_type(const char *s, struct opts *o)
 {
+    o->mix_k_m = strcmp(s, "q4_k_m") == 0;
+    if (o->mix_k_m) {
+        o->type = RS_GGML_Q4_K;
+        return 1;
+    }
     static const struct {
         const char *name;
         enum rs_ggml_type type;
     } names[] = {{"f32", RS_GGML_F32}, {"f16", RS_GGML_F16}, {"bf16", RS_GGML_BF16},
-                 {"q8_0", RS_GGML_Q8_0}, {"q4_0", RS_GGML_Q4_0}, {"q4_k", RS_GGML_Q4_K}};
+                 {"q8_0", RS_GGML_Q8_0}, {"q4_0", RS_GGML_Q4_0}, {"q4_k", RS_GGML_Q4_K},
+                 {"q6_k", RS_GGML_Q6_K}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(s, names[i].name) == 0) {
-            *t = names[i].type;
+            o->type = names[i].type;
             return 1;
         }
     return 0;
 }
 
-static uint32_t file_type_of(enum rs_ggml_type t)
+static uint32_t file_type_of(const struct opts *o)
 {
-    switch (t) {
+    if (o->mix_k_m)
+        return FTYPE_MOSTLY_Q4_K_M;
+    switch (o->type) {
     case RS_GGML_F16: return FTYPE_MOSTLY_F16;
     case RS_GGML_BF16: return FTYPE_MOSTLY_BF16;
     case RS_GGML_Q8_0: return FTYPE_MOSTLY_Q8_0;
     case RS_GGML_Q4_0: return FTYPE_MOSTLY_Q4_0;
     case RS_GGML_Q4_K: return FTYPE_MOSTLY_Q4_K_S; /* every matrix Q4_K: llama.cpp's "S" mix */
+    case RS_GGML_Q6_K: return FTYPE_MOSTLY_Q6_K;
     default: return FTYPE_ALL_F32;
     }
 }
@@ -158,8 +168,9 @@ static int parse_opt(struct opts *o, int id, const char *arg)
     char *end;
     switch (id) {
     case OPT_TYPE:
-        if (!parse_type(arg, &o->type))
-            return bad_arg("--type '%s': expected f32, f16, bf16, q8_0, q4_0 or q4_k", arg);
+        if (!parse_type(arg, o))
+            return bad_arg("--type '%s': expected f32, f16, bf16, q8_0, q4_0, q4_k, q4_k_m or "
+                           "q6_k", arg);
         return 0;
     case OPT_TIED: o->tied = 1; o->shape_given = 1; return 0;
     case OPT_ROPE_BASE:
@@ -296,7 +307,30 @@ static void list_free(struct tensor_list *l)
     l->n = l->cap = 0;
 }
 
-/* Type a matrix of row length ne0 gets: whole blocks (32 values; 256 for Q4_K) or F16. */
+/*
+ * The type --type asks for tensor `name` of a model with n_layers blocks. For
+ * q4_k_m it follows llama.cpp's Q4_K_M choice as its quantizer makes it:
+ * output.weight, and attn_v and ffn_down in the first and last eighth of the
+ * layers and every third layer between, are Q6_K; the rest Q4_K.
+ */
+static enum rs_ggml_type wanted_type(const struct opts *o, const char *name, long n_layers)
+{
+    long b;
+    char part[32];
+    if (!o->mix_k_m)
+        return o->type;
+    if (strcmp(name, "output.weight") == 0)
+        return RS_GGML_Q6_K;
+    if (sscanf(name, "blk.%ld.%31[^.]", &b, part) == 2 &&
+        (strcmp(part, "attn_v") == 0 || strcmp(part, "ffn_down") == 0)) {
+        long eighth = n_layers / 8;
+        if (b < eighth || b >= 7 * n_layers / 8 || (b - eighth) % 3 == 2)
+            return RS_GGML_Q6_K;
+    }
+    return o->type;
+}
+
+/* Type a matrix of row length ne0 gets: whole blocks (32 values; 256 for K-quants) or F16. */
 static enum rs_ggml_type matrix_type(enum rs_ggml_type want, uint64_t ne0, const char *name)
 {
     if (ne0 % rs_ggml_block_size(want) == 0)
@@ -337,7 +371,7 @@ static int gen_tensor(struct tensor_list *l, const struct opts *o, const char *n
         t->type = RS_GGML_F32;
     } else {
         fill_random(f, n, o->seed, l->n - 1, WEIGHT_STD);
-        t->type = matrix_type(o->type, ne0, name);
+        t->type = matrix_type(wanted_type(o, name, o->layers), ne0, name);
     }
     t->owned = encode_rows(f, t->type, ne0, t->ne[1]);
     t->data = t->owned;
@@ -442,7 +476,7 @@ static rs_err set_hparams(rs_gguf_writer *w, const struct opts *o, uint64_t n_vo
     const struct {
         const char *key;
         uint64_t v;
-    } u32s[] = {{"general.file_type", file_type_of(o->type)},
+    } u32s[] = {{"general.file_type", file_type_of(o)},
                 {"llama.context_length", (uint64_t)o->ctx},
                 {"llama.embedding_length", (uint64_t)o->dim},
                 {"llama.block_count", (uint64_t)o->layers},
@@ -576,7 +610,7 @@ static int convert_tensor(struct tensor_list *l, const struct rs_gguf_tensor *in
     }
     if (!rs_quant_supported(in->type)) {
         fprintf(stderr, "ringserve-mkmodel: tensor %s: type %s cannot be converted "
-                "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K)\n", in->name, rs_ggml_type_name(in->type));
+                "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)\n", in->name, rs_ggml_type_name(in->type));
         return -1;
     }
     return convert_matrix(t, in);
@@ -598,11 +632,15 @@ static int convert(const struct opts *o, double t0)
     for (uint64_t i = 0; i < rs_gguf_n_kv(src); i++)
         if (rs_gguf_writer_copy_kv(w, src, i) != RS_OK)
             goto out;
-    if (rs_gguf_writer_set_u32(w, "general.file_type", file_type_of(o->type)) != RS_OK)
+    if (rs_gguf_writer_set_u32(w, "general.file_type", file_type_of(o)) != RS_OK)
         goto out;
-    for (uint64_t i = 0; i < rs_gguf_n_tensors(src); i++)
-        if (convert_tensor(&l, rs_gguf_tensor(src, i), o->type) != 0)
+    uint32_t n_layers = 0; /* only q4_k_m needs it; absent, no layer gets the extra bits */
+    rs_gguf_get_u32(src, "llama.block_count", &n_layers);
+    for (uint64_t i = 0; i < rs_gguf_n_tensors(src); i++) {
+        const struct rs_gguf_tensor *t = rs_gguf_tensor(src, i);
+        if (convert_tensor(&l, t, wanted_type(o, t->name, (long)n_layers)) != 0)
             goto out;
+    }
     rc = finish(w, &l, o->out, t0);
 out:
     list_free(&l);

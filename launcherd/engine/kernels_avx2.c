@@ -450,8 +450,70 @@ INL void tile_q4k(int mr, int nr, const uint8_t *const *wr, const float *x, size
     store_tile(mr, nr, acc, y, ldy, accumulate);
 }
 
-/* Row-at-a-time widening of the block types into panels (Q4_0 and Q4_K also have register
- * paths for up to MR rows). */
+#define Q6K_BYTES 210
+
+/* 32 signed 6-bit values (bytes of q, -32..31), 8 at a time times d * sc[g / 2] (exact, as
+ * st_q6k widens them), each folded into the mr accumulators against x at xk. */
+INL void fma_q6k32(int mr, __m256i q, float d, const int8_t *sc, const float *x, size_t ldx,
+                   uint32_t xk, __m256 *acc)
+{
+    const __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    UNROLL for (int i = 0; i < 4; i++) {
+        __m128i b = i & 1 ? _mm_srli_si128(h[i / 2], 8) : h[i / 2];
+        __m256 wv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)),
+                                  _mm256_set1_ps(d * (float)sc[i / 2]));
+        UNROLL for (int m = 0; m < mr; m++) acc[m] = _mm256_fmadd_ps(
+            wv, _mm256_loadu_ps(x + (size_t)m * ldx + xk + 8 * i), acc[m]);
+    }
+}
+
+/*
+ * Same over Q6_K rows (K a multiple of 256): each 128-value half's four
+ * 32-value runs rebuilt from low nibbles and 2-bit highs exactly as
+ * widen_q6_k does, in the panel's k order.
+ */
+INL void tile_q6k(int mr, int nr, const uint8_t *const *wr, const float *x, size_t ldx,
+                  uint32_t K, float *y, size_t ldy, int accumulate, struct pf pf)
+{
+    __m256 acc[MR][NR], col[MR];
+    UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
+        _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    const __m256i m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    for (uint32_t b = 0; b < K / 256; b++) {
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? 14 : 0); /* 4 x 210 bytes per block */
+        UNROLL for (int n = 0; n < nr; n++) {
+            const uint8_t *blk = wr[n] + (size_t)b * Q6K_BYTES;
+            uint16_t dh;
+            memcpy(&dh, blk + 208, 2);
+            const float d = _cvtsh_ss(dh);
+            const int8_t *sc = (const int8_t *)(blk + 192);
+            UNROLL for (int m = 0; m < mr; m++) col[m] = acc[m][n];
+            for (int h = 0; h < 2; h++, sc += 8) {
+                __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
+                __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
+                __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+                const __m256i q[4] = {
+                    _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                    _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+                    _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                    _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                    _mm256_and_si256(qh, m30)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                    _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};
+                for (int r = 0; r < 4; r++)
+                    fma_q6k32(mr, _mm256_sub_epi8(q[r], k32), d, sc + 2 * r, x, ldx,
+                              b * 256 + 128 * h + 32 * r, col);
+            }
+            UNROLL for (int m = 0; m < mr; m++) acc[m][n] = col[m];
+        }
+    }
+    store_tile(mr, nr, acc, y, ldy, accumulate);
+}
+
+/* Row-at-a-time widening of the block types into panels (each also has a register path for
+ * up to MR rows). */
 TGT static void widen_blocks(enum rs_ggml_type type, const uint8_t *src, uint32_t K, float *dst)
 {
     if (type == RS_GGML_Q4_0)
@@ -563,6 +625,8 @@ static void gemm_panel(const struct kern_mat *w, const float *x, size_t ldx, uin
             tile_q4(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);   \
         else if (w->type == RS_GGML_Q4_K)                                                        \
             tile_q4k(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);  \
+        else if (w->type == RS_GGML_Q6_K)                                                        \
+            tile_q6k(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);  \
         else                                                                                     \
             tile_h16(MR_, NR_, w->type == RS_GGML_BF16, (const uint16_t *const *)wr, x, ldx, K,  \
                      yn, ldy, accumulate, f);                                                    \
@@ -614,7 +678,7 @@ void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32
         return;
     if (w->type == RS_GGML_F32)
         gemm_f32(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
-    else if (n_rows <= MR && w->type != RS_GGML_Q6_K) /* Q6_K: panel only */
+    else if (n_rows <= MR)
         gemm_direct(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
     else
         gemm_panel(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);

@@ -47,7 +47,8 @@ static struct kern_mat make_mat(enum rs_ggml_type type, uint32_t rows, uint32_t 
     for (size_t i = 0; i < (size_t)rows * cols; i++)
         src[i] = frand();
     /* Block types get random blocks: any scale and quant bits, not only a quantizer's. */
-    int random_blocks = type == RS_GGML_Q4_0 || type == RS_GGML_Q4_K || !rs_quant_supported(type);
+    int random_blocks = type == RS_GGML_Q4_0 || type == RS_GGML_Q4_K || type == RS_GGML_Q6_K ||
+                        !rs_quant_supported(type);
     if (!random_blocks)
         for (uint32_t r = 0; r < rows; r++)
             rs_quant_row_from_f32(type, src + (size_t)r * cols, data + r * m.row_bytes, cols);
