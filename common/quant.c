@@ -305,7 +305,7 @@ void rs_quant_row_q4_0_dequantize(const void *src, float *dst, size_t n)
     }
 }
 
-/* --- Q4_K ------------------------------------------------------------------------------- */
+/* --- Q4_K and Q5_K ---------------------------------------------------------------------- */
 
 /* Round to nearest, ties to even (the default rounding mode), for |v| < 2^22. */
 static inline int nearest(float v)
@@ -330,14 +330,22 @@ static float weighted_error(const float *x, const float *w, const uint8_t *l, fl
     return e;
 }
 
+/* How a K-quant with a scale and an offset per 32 values fits them (ggml's parameters). */
+struct kq_fit {
+    int nmax;    /* top level: 15 (Q4_K) or 31 (Q5_K) */
+    float rmin;  /* first stretch of the range, in levels */
+    int nstep;   /* stretches tried after it, 0.1 level apart */
+};
+
 /*
- * One 32-value sub-block as scale * l - m (l in 0..15, m >= 0): start from the
- * range [min(x, 0), max x], then try 21 stretched ranges, each followed by the
- * weighted least-squares scale and offset for its levels, keeping the best
- * (ggml's make_qkx2_quants with rmin -1, rdelta 0.1, nstep 20). Returns the
- * scale and sets *m; l gets the levels.
+ * One 32-value sub-block as scale * l - m (l in 0..nmax, m >= 0): start from
+ * the range [min(x, 0), max x], then try nstep + 1 stretched ranges, each
+ * followed by the weighted least-squares scale and offset for its levels,
+ * keeping the best (ggml's make_qkx2_quants). Returns the scale and sets *m;
+ * l gets the levels.
  */
-static float q4k_fit_sub(const float *x, const float *w, uint8_t *l, float *m)
+static float kq_fit_sub(const float *x, const float *w, const struct kq_fit *f, uint8_t *l,
+                        float *m)
 {
     float lo = x[0], hi = x[0], sum_w = 0, sum_x = 0;
     for (int i = 0; i < 32; i++) {
@@ -352,16 +360,16 @@ static float q4k_fit_sub(const float *x, const float *w, uint8_t *l, float *m)
         *m = -lo;
         return 0;
     }
-    float iscale = 15.0f / (hi - lo), scale = 1.0f / iscale, min = lo;
+    float iscale = (float)f->nmax / (hi - lo), scale = 1.0f / iscale, min = lo;
     for (int i = 0; i < 32; i++)
-        l[i] = clamp_u(nearest(iscale * (x[i] - lo)), 15);
+        l[i] = clamp_u(nearest(iscale * (x[i] - lo)), f->nmax);
     float best = weighted_error(x, w, l, scale, min);
-    for (int step = 0; step <= 20; step++) {
+    for (int step = 0; step <= f->nstep; step++) {
         uint8_t trial[32];
         float sl = 0, sl2 = 0, sxl = 0;
-        iscale = (-1.0f + 0.1f * (float)step + 15.0f) / (hi - lo);
+        iscale = (f->rmin + 0.1f * (float)step + (float)f->nmax) / (hi - lo);
         for (int i = 0; i < 32; i++) {
-            trial[i] = clamp_u(nearest(iscale * (x[i] - lo)), 15);
+            trial[i] = clamp_u(nearest(iscale * (x[i] - lo)), f->nmax);
             sl += w[i] * trial[i];
             sl2 += w[i] * trial[i] * trial[i];
             sxl += w[i] * trial[i] * x[i];
@@ -411,10 +419,15 @@ static void q4k_get_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m)
     }
 }
 
-/* One 256-value block: fit the sub-blocks, quantize their scales and mins to 6 bits under
- * two fp16 super-scales, then re-level every value against the stored scales. */
-static void q4k_block(const float *x, uint8_t *blk)
+/*
+ * One 256-value Q4_K (five_bit 0) or Q5_K block: fit the sub-blocks, quantize
+ * their scales and mins to 6 bits under two fp16 super-scales, re-level every
+ * value against the stored scales, pack (Q5_K: the fifth bits into qh).
+ */
+static void kq_block(const float *x, uint8_t *blk, int five_bit)
 {
+    static const struct kq_fit q4 = {15, -1.0f, 20}, q5 = {31, -0.5f, 15};
+    const int nmax = five_bit ? 31 : 15;
     float w[32], scales[8], mins[8], max_scale = 0, max_min = 0;
     uint8_t l[256];
     for (int j = 0; j < 8; j++) {
@@ -425,7 +438,7 @@ static void q4k_block(const float *x, uint8_t *blk)
         float av = sqrtf(sum_x2 / 32);
         for (int i = 0; i < 32; i++) /* large values matter more, as in ggml */
             w[i] = av + fabsf(xs[i]);
-        scales[j] = q4k_fit_sub(xs, w, l + 32 * j, &mins[j]);
+        scales[j] = kq_fit_sub(xs, w, five_bit ? &q5 : &q4, l + 32 * j, &mins[j]);
         max_scale = scales[j] > max_scale ? scales[j] : max_scale;
         max_min = mins[j] > max_min ? mins[j] : max_min;
     }
@@ -448,25 +461,40 @@ static void q4k_block(const float *x, uint8_t *blk)
         for (int i = 0; i < 32; i++) {
             float v = (x[32 * j + i] + dm) / d;
             v = v >= 0 ? v : 0; /* also sends NaN to 0 before the conversion */
-            l[32 * j + i] = clamp_u(nearest(v < 16 ? v : 16), 15);
+            l[32 * j + i] = clamp_u(nearest(v < (float)nmax + 1 ? v : (float)nmax + 1), nmax);
         }
     }
+    uint8_t *qs = blk + (five_bit ? 48 : 16), *qh = blk + 16;
+    if (five_bit)
+        memset(qh, 0, 32);
     for (int c = 0; c < 4; c++) /* per 64 values: 32 bytes, low nibble first half */
-        for (int i = 0; i < 32; i++)
-            blk[16 + 32 * c + i] = (uint8_t)(l[64 * c + i] | l[64 * c + 32 + i] << 4);
+        for (int i = 0; i < 32; i++) {
+            uint8_t a = l[64 * c + i], b = l[64 * c + 32 + i];
+            qs[32 * c + i] = (uint8_t)((a & 15) | (b & 15) << 4);
+            if (five_bit) /* bit 2c: value i of the chunk's first half; 2c + 1: second */
+                qh[i] |= (uint8_t)((a >> 4) << (2 * c) | (b >> 4) << (2 * c + 1));
+        }
 }
 
 void rs_quant_row_q4_k_quantize(const float *src, void *dst, size_t n)
 {
     for (size_t b = 0; b < n / RS_QUANT_Q4_K_BLOCK; b++)
-        q4k_block(src + b * RS_QUANT_Q4_K_BLOCK, (uint8_t *)dst + b * RS_QUANT_Q4_K_BYTES);
+        kq_block(src + b * RS_QUANT_Q4_K_BLOCK, (uint8_t *)dst + b * RS_QUANT_Q4_K_BYTES, 0);
 }
 
-void rs_quant_row_q4_k_dequantize(const void *src, float *dst, size_t n)
+void rs_quant_row_q5_k_quantize(const float *src, void *dst, size_t n)
 {
-    for (size_t b = 0; b < n / RS_QUANT_Q4_K_BLOCK; b++) {
-        const uint8_t *blk = (const uint8_t *)src + b * RS_QUANT_Q4_K_BYTES;
-        float *y = dst + b * RS_QUANT_Q4_K_BLOCK;
+    for (size_t b = 0; b < n / RS_QUANT_Q5_K_BLOCK; b++)
+        kq_block(src + b * RS_QUANT_Q5_K_BLOCK, (uint8_t *)dst + b * RS_QUANT_Q5_K_BYTES, 1);
+}
+
+/* Q4_K (five_bit 0) or Q5_K blocks to floats: fl(d*sc * l - dmin*m), one rounding. */
+static void kq_dequantize(const uint8_t *src, float *dst, size_t n, int five_bit)
+{
+    const size_t bytes = five_bit ? RS_QUANT_Q5_K_BYTES : RS_QUANT_Q4_K_BYTES;
+    for (size_t b = 0; b < n / 256; b++) {
+        const uint8_t *blk = src + b * bytes, *qh = blk + 16, *qs = blk + (five_bit ? 48 : 16);
+        float *y = dst + b * 256;
         uint16_t dh, mh;
         memcpy(&dh, blk, 2);
         memcpy(&mh, blk + 2, 2);
@@ -475,13 +503,25 @@ void rs_quant_row_q4_k_dequantize(const void *src, float *dst, size_t n)
             uint8_t s6, m6;
             q4k_get_scale_min(blk + 4, j, &s6, &m6);
             const float d1 = d * s6, m1 = dmin * m6; /* exact: 11 bits times 6 */
-            const uint8_t *q = blk + 16 + 32 * (j / 2);
+            const uint8_t *q = qs + 32 * (j / 2);
             for (int i = 0; i < 32; i++) {
                 int l = j % 2 ? q[i] >> 4 : q[i] & 15;
+                if (five_bit)
+                    l |= (qh[i] >> j & 1) << 4;
                 y[32 * j + i] = fmaf(d1, (float)l, -m1); /* exact product, one rounding */
             }
         }
     }
+}
+
+void rs_quant_row_q4_k_dequantize(const void *src, float *dst, size_t n)
+{
+    kq_dequantize(src, dst, n, 0);
+}
+
+void rs_quant_row_q5_k_dequantize(const void *src, float *dst, size_t n)
+{
+    kq_dequantize(src, dst, n, 1);
 }
 
 /* --- Q6_K ------------------------------------------------------------------------------- */
@@ -607,7 +647,7 @@ void rs_quant_row_q6_k_dequantize(const void *src, float *dst, size_t n)
 int rs_quant_supported(enum rs_ggml_type t)
 {
     return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0 ||
-           t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q6_K;
+           t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q5_K || t == RS_GGML_Q6_K;
 }
 
 rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, uint64_t n)
@@ -622,6 +662,7 @@ rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, 
     case RS_GGML_BF16: rs_quant_row_bf16_to_f32(src, dst, n); break;
     case RS_GGML_Q4_0: rs_quant_row_q4_0_dequantize(src, dst, n); break;
     case RS_GGML_Q4_K: rs_quant_row_q4_k_dequantize(src, dst, n); break;
+    case RS_GGML_Q5_K: rs_quant_row_q5_k_dequantize(src, dst, n); break;
     case RS_GGML_Q6_K: rs_quant_row_q6_k_dequantize(src, dst, n); break;
     default: rs_quant_row_q8_0_dequantize(src, dst, n); break;
     }
@@ -640,6 +681,7 @@ rs_err rs_quant_row_from_f32(enum rs_ggml_type type, const float *src, void *dst
     case RS_GGML_BF16: rs_quant_row_f32_to_bf16(src, dst, n); break;
     case RS_GGML_Q4_0: rs_quant_row_q4_0_quantize(src, dst, n); break;
     case RS_GGML_Q4_K: rs_quant_row_q4_k_quantize(src, dst, n); break;
+    case RS_GGML_Q5_K: rs_quant_row_q5_k_quantize(src, dst, n); break;
     case RS_GGML_Q6_K: rs_quant_row_q6_k_quantize(src, dst, n); break;
     default: rs_quant_row_q8_0_quantize(src, dst, n); break;
     }

@@ -6,8 +6,8 @@
  * files we write load in llama.cpp and theirs load here. All conversions are
  * bit-exact and deterministic: F16 and BF16 round to nearest, ties to even;
  * row converters use F16C when the CPU has it, and SSE2 for BF16 and Q8_0
- * rows (same bits as the scalar definitions). Q4_0, Q4_K and Q6_K (what
- * users download most) are here too, so tools can write them; their kernels
+ * rows (same bits as the scalar definitions). Q4_0, Q4_K, Q5_K and Q6_K
+ * (what users download most) are here too, so tools can write them; their kernels
  * are the engine's. Leaves out: the other K-quants and ggml block types, and the SIMD dot
  * products (those belong to the engine's kernels).
  */
@@ -116,6 +116,22 @@ void rs_quant_row_q4_k_quantize(const float *src, void *dst, size_t n);
 /* Dequantizes n / 256 Q4_K blocks into n floats: fl(d*sc * l - dmin*m), one rounding. */
 void rs_quant_row_q4_k_dequantize(const void *src, float *dst, size_t n);
 
+/* Values per Q5_K super-block, and bytes per block (Q4_K's header and scales, 32 bytes of
+ * fifth bits, 128 bytes of nibbles). */
+#define RS_QUANT_Q5_K_BLOCK 256
+#define RS_QUANT_Q5_K_BYTES 176
+
+/*
+ * Quantizes n values (a multiple of 256) into ggml's block_q5_K: as Q4_K with
+ * levels 0..31 (the fifth bit of value i of 64-value chunk c, first or second
+ * half, is bit 2c or 2c + 1 of high byte i % 32), fitted by ggml's search with
+ * its Q5_K parameters (16 candidate ranges from -0.5 levels).
+ */
+void rs_quant_row_q5_k_quantize(const float *src, void *dst, size_t n);
+
+/* Dequantizes n / 256 Q5_K blocks into n floats: fl(d*sc * l - dmin*m), one rounding. */
+void rs_quant_row_q5_k_dequantize(const void *src, float *dst, size_t n);
+
 /* Values per Q6_K super-block, and bytes per block (128 low-nibble bytes, 64 bytes of 2-bit
  * highs, 16 int8 scales, fp16 d). */
 #define RS_QUANT_Q6_K_BLOCK 256
@@ -136,7 +152,7 @@ void rs_quant_row_q6_k_quantize(const float *src, void *dst, size_t n);
 void rs_quant_row_q6_k_dequantize(const void *src, float *dst, size_t n);
 
 /* 1 when rs_quant_row_to_f32 / _from_f32 handle type t (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
- * Q6_K). */
+ * Q5_K, Q6_K). */
 int rs_quant_supported(enum rs_ggml_type t);
 
 /*

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ringserve-mkmodel: writes random-weight llama GGUFs of a given shape and
- * weight type (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K, or the Q4_K_M mix), so tests and benchmarks can make models of
+ * weight type (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, or the Q4_K_M/Q5_K_M mixes), so tests and benchmarks can make models of
  * any size on a machine that has none, and converts an existing GGUF's weight
  * matrices to another of those types. The vocab is copied from a given GGUF,
  * or is a byte-level one of its own (see tools/README.md for its exact ids).
@@ -29,7 +29,8 @@
 /* llama.cpp's llama_ftype values for general.file_type. */
 enum {
     FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_Q4_0 = 2, FTYPE_MOSTLY_Q8_0 = 7,
-    FTYPE_MOSTLY_Q4_K_S = 14, FTYPE_MOSTLY_Q4_K_M = 15, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_BF16 = 32
+    FTYPE_MOSTLY_Q4_K_S = 14, FTYPE_MOSTLY_Q4_K_M = 15, FTYPE_MOSTLY_Q5_K_S = 16,
+    FTYPE_MOSTLY_Q5_K_M = 17, FTYPE_MOSTLY_Q6_K = 18, FTYPE_MOSTLY_BF16 = 32
 };
 
 /* Token types as in llama.cpp's llama_token_type / the GGUF token_type array. */
@@ -42,7 +43,7 @@ struct opts {
     float rope_base;
     unsigned long long seed;
     enum rs_ggml_type type;
-    int mix_k_m;     /* --type q4_k_m: Q4_K with Q6_K where llama.cpp's Q4_K_M puts it */
+    int mix_k_m;     /* q4_k_m / q5_k_m: Q6_K where llama.cpp's _M mixes put it */
     int shape_given; /* any of the shape options, which --convert forbids */
 };
 
@@ -66,7 +67,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ringserve-mkmodel -o OUT.gguf --dim D --layers L --heads H [--kv-heads K]\n"
             "                         --ffn F --vocab V [--ctx C]\n"
-            "                         [--type f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q6_k]\n"
+            "                         [--type f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q5_k|q5_k_m|q6_k]\n"
             "                         [--tied] [--rope-base B] [--vocab-from FILE.gguf]\n"
             "                         [--seed S] [--vocab-only]\n"
             "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type TYPE (as above)\n"
@@ -98,9 +99,9 @@ static int parse_long(const char *s, long min, long max, long *out)
 
 static int parse_type(const char *s, struct opts *o)
 {
-    o->mix_k_m = strcmp(s, "q4_k_m") == 0;
+    o->mix_k_m = strcmp(s, "q4_k_m") == 0 || strcmp(s, "q5_k_m") == 0;
     if (o->mix_k_m) {
-        o->type = RS_GGML_Q4_K;
+        o->type = s[1] == '4' ? RS_GGML_Q4_K : RS_GGML_Q5_K;
         return 1;
     }
     static const struct {
@@ -108,7 +109,7 @@ static int parse_type(const char *s, struct opts *o)
         enum rs_ggml_type type;
     } names[] = {{"f32", RS_GGML_F32}, {"f16", RS_GGML_F16}, {"bf16", RS_GGML_BF16},
                  {"q8_0", RS_GGML_Q8_0}, {"q4_0", RS_GGML_Q4_0}, {"q4_k", RS_GGML_Q4_K},
-                 {"q6_k", RS_GGML_Q6_K}};
+                 {"q5_k", RS_GGML_Q5_K}, {"q6_k", RS_GGML_Q6_K}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(s, names[i].name) == 0) {
             o->type = names[i].type;
@@ -120,13 +121,14 @@ static int parse_type(const char *s, struct opts *o)
 static uint32_t file_type_of(const struct opts *o)
 {
     if (o->mix_k_m)
-        return FTYPE_MOSTLY_Q4_K_M;
+        return o->type == RS_GGML_Q4_K ? FTYPE_MOSTLY_Q4_K_M : FTYPE_MOSTLY_Q5_K_M;
     switch (o->type) {
     case RS_GGML_F16: return FTYPE_MOSTLY_F16;
     case RS_GGML_BF16: return FTYPE_MOSTLY_BF16;
     case RS_GGML_Q8_0: return FTYPE_MOSTLY_Q8_0;
     case RS_GGML_Q4_0: return FTYPE_MOSTLY_Q4_0;
     case RS_GGML_Q4_K: return FTYPE_MOSTLY_Q4_K_S; /* every matrix Q4_K: llama.cpp's "S" mix */
+    case RS_GGML_Q5_K: return FTYPE_MOSTLY_Q5_K_S;
     case RS_GGML_Q6_K: return FTYPE_MOSTLY_Q6_K;
     default: return FTYPE_ALL_F32;
     }
@@ -169,8 +171,8 @@ static int parse_opt(struct opts *o, int id, const char *arg)
     switch (id) {
     case OPT_TYPE:
         if (!parse_type(arg, o))
-            return bad_arg("--type '%s': expected f32, f16, bf16, q8_0, q4_0, q4_k, q4_k_m or "
-                           "q6_k", arg);
+            return bad_arg("--type '%s': expected f32, f16, bf16, q8_0, q4_0, q4_k, q4_k_m, "
+                           "q5_k, q5_k_m or q6_k", arg);
         return 0;
     case OPT_TIED: o->tied = 1; o->shape_given = 1; return 0;
     case OPT_ROPE_BASE:
@@ -309,9 +311,9 @@ static void list_free(struct tensor_list *l)
 
 /*
  * The type --type asks for tensor `name` of a model with n_layers blocks. For
- * q4_k_m it follows llama.cpp's Q4_K_M choice as its quantizer makes it:
- * output.weight, and attn_v and ffn_down in the first and last eighth of the
- * layers and every third layer between, are Q6_K; the rest Q4_K.
+ * q4_k_m and q5_k_m it follows llama.cpp's _M choice as its quantizer makes
+ * it: output.weight, and attn_v and ffn_down in the first and last eighth of
+ * the layers and every third layer between, are Q6_K; the rest Q4_K / Q5_K.
  */
 static enum rs_ggml_type wanted_type(const struct opts *o, const char *name, long n_layers)
 {
@@ -610,7 +612,7 @@ static int convert_tensor(struct tensor_list *l, const struct rs_gguf_tensor *in
     }
     if (!rs_quant_supported(in->type)) {
         fprintf(stderr, "ringserve-mkmodel: tensor %s: type %s cannot be converted "
-                "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)\n", in->name, rs_ggml_type_name(in->type));
+                "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)\n", in->name, rs_ggml_type_name(in->type));
         return -1;
     }
     return convert_matrix(t, in);

@@ -47,7 +47,7 @@ const char *kern_isa_name(enum kern_isa isa)
 int kern_type_supported(enum rs_ggml_type t)
 {
     return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0 ||
-           t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q6_K;
+           t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q5_K || t == RS_GGML_Q6_K;
 }
 
 void kern_widen_row(enum kern_isa isa, const struct kern_mat *w, uint32_t row, float *dst)

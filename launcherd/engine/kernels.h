@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * CPU kernels of the forward pass: matrix times activations over F32, F16,
- * BF16, Q8_0, Q4_0, Q4_K and Q6_K weights (widened to F32 on the fly), paged
+ * BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights (widened to F32 on the fly), paged
  * attention for one query row, and the row-local ops (RMSNorm, RoPE, SwiGLU).
  * Batch invariance is a property of these kernels: see "Reduction order" below.
  * Leaves out: Q4_1, Q5_*, Q2_K/Q3_K/Q5_K and the IQ types (launcherd/README.md),
@@ -50,7 +50,7 @@ const char *kern_isa_name(enum kern_isa isa);
 /* A weight matrix: `rows` output features of `cols` inputs each (ggml ne[1] x ne[0]). */
 struct kern_mat {
     const void *data;       /* borrowed: rows * row_bytes bytes (usually the mmap'd file) */
-    enum rs_ggml_type type; /* F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K */
+    enum rs_ggml_type type; /* F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K */
     uint32_t rows;
     uint32_t cols;    /* a multiple of the type's block: 32 (Q8_0, Q4_0), 256 (K-quants) */
     size_t row_bytes; /* rs_ggml_row_bytes(type, cols) */

@@ -302,7 +302,7 @@ TGT static void f32_tile_rows(const float *const *wr, int nr, const float *x, si
         F32_TILE_CASE(1, 1);
 }
 
-/* --- Q4_0, Q4_K, Q6_K blocks (layouts as ggml's; see kernels_portable.c) --- */
+/* --- Q4_0, Q4_K, Q5_K, Q6_K blocks (layouts as ggml's; see kernels_portable.c) */
 
 INL void st_i8(float *y, __m128i v, __m256 scale) /* 8 signed bytes (low half of v) */
 {
@@ -360,6 +360,32 @@ INL void widen_q4_k(const uint8_t *b, float *y)
     }
 }
 
+/* The 32 5-bit values of Q5_K chunk j, low (half 0) or high (half 1) nibbles plus bit
+ * 2j + half of each high byte as 16 (16-bit shifts: every mask keeps bits inside a byte). */
+INL __m256i q5k_values(__m256i q, __m256i qh, int j, int half)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    __m256i nib = half ? _mm256_and_si256(_mm256_srli_epi16(q, 4), m4) : _mm256_and_si256(q, m4);
+    __m256i bit = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j + half)), one);
+    return _mm256_or_si256(nib, _mm256_slli_epi16(bit, 4));
+}
+
+INL void widen_q5_k(const uint8_t *b, float *y)
+{
+    uint16_t h[2];
+    memcpy(h, b, 4);
+    float d = _cvtsh_ss(h[0]), dmin = _cvtsh_ss(h[1]);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
+    for (int j = 0; j < 4; j++, y += 64) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(b + 48 + 32 * j));
+        uint8_t sc, m;
+        q4k_scale_min(b + 4, 2 * j, &sc, &m);
+        st_q4k(y, q5k_values(q, qh, j, 0), d * sc, dmin * m);
+        q4k_scale_min(b + 4, 2 * j + 1, &sc, &m);
+        st_q4k(y + 32, q5k_values(q, qh, j, 1), d * sc, dmin * m);
+    }
+}
+
 /* 32 signed 6-bit values: the first 16 scaled by d * sc[0], the next 16 by d * sc[1]. */
 INL void st_q6k(float *y, __m256i q, float d, const int8_t *sc)
 {
@@ -397,7 +423,6 @@ INL void widen_q6_k(const uint8_t *b, float *y)
     }
 }
 
-#define Q4K_BYTES 144
 
 /* 32 nibbles (bytes of q, 0..15 each) as d1 * q - m1 (exact product, one rounding), 8 at a
  * time, each folded into the mr accumulators of one weight row against x at xk. */
@@ -414,35 +439,39 @@ INL void fma_q4k32(int mr, __m256i q, __m256 d1, __m256 m1, const float *x, size
 }
 
 /*
- * Same over Q4_K rows (K a multiple of 256): values widened exactly as
- * widen_q4_k gives them (the panel's bits), in the panel's k order: per
- * 64-value chunk, the low nibbles of its 32 bytes, then the high ones.
+ * Same over Q4_K (five_bit 0, K a multiple of 256) or Q5_K rows: values
+ * widened exactly as widen_q4_k / widen_q5_k give them (the panel's bits), in
+ * the panel's k order: per 64-value chunk, the low nibbles of its 32 bytes,
+ * then the high ones (Q5_K: each with its fifth bit from qh).
  */
-INL void tile_q4k(int mr, int nr, const uint8_t *const *wr, const float *x, size_t ldx,
-                  uint32_t K, float *y, size_t ldy, int accumulate, struct pf pf)
+INL void tile_kq(int mr, int nr, int five_bit, const uint8_t *const *wr, const float *x,
+                 size_t ldx, uint32_t K, float *y, size_t ldy, int accumulate, struct pf pf)
 {
     __m256 acc[MR][NR], col[MR];
     UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
         _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const size_t bytes = five_bit ? 176 : 144;
     for (uint32_t b = 0; b < K / 256; b++) {
-        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? 9 : 0); /* 4 x 144 bytes per block */
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? (five_bit ? 11 : 9) : 0); /* 4 blocks */
         UNROLL for (int n = 0; n < nr; n++) {
-            const uint8_t *blk = wr[n] + (size_t)b * Q4K_BYTES;
+            const uint8_t *blk = wr[n] + (size_t)b * bytes;
             uint16_t h[2];
             memcpy(h, blk, 4);
             const float d = _cvtsh_ss(h[0]), dmin = _cvtsh_ss(h[1]);
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
             UNROLL for (int m = 0; m < mr; m++) col[m] = acc[m][n];
             for (int j = 0; j < 4; j++) {
-                __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j));
-                uint8_t sc, mn;
-                q4k_scale_min(blk + 4, 2 * j, &sc, &mn);
-                fma_q4k32(mr, _mm256_and_si256(q, m4), _mm256_set1_ps(d * sc),
-                          _mm256_set1_ps(dmin * mn), x, ldx, b * 256 + 64 * j, col);
-                q4k_scale_min(blk + 4, 2 * j + 1, &sc, &mn);
-                fma_q4k32(mr, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                          _mm256_set1_ps(d * sc), _mm256_set1_ps(dmin * mn), x, ldx,
-                          b * 256 + 64 * j + 32, col);
+                __m256i q = _mm256_loadu_si256((const __m256i *)(blk + (five_bit ? 48 : 16) + 32 * j));
+                for (int half = 0; half < 2; half++) {
+                    uint8_t sc, mn;
+                    q4k_scale_min(blk + 4, 2 * j + half, &sc, &mn);
+                    __m256i v = five_bit ? q5k_values(q, qh, j, half)
+                                : half   ? _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)
+                                         : _mm256_and_si256(q, m4);
+                    fma_q4k32(mr, v, _mm256_set1_ps(d * sc), _mm256_set1_ps(dmin * mn), x, ldx,
+                              b * 256 + 64 * j + 32 * half, col);
+                }
             }
             UNROLL for (int m = 0; m < mr; m++) acc[m][n] = col[m];
         }
@@ -522,6 +551,9 @@ TGT static void widen_blocks(enum rs_ggml_type type, const uint8_t *src, uint32_
     else if (type == RS_GGML_Q4_K)
         for (uint32_t k = 0; k < K; k += 256)
             widen_q4_k(src + (size_t)k / 256 * 144, dst + k);
+    else if (type == RS_GGML_Q5_K)
+        for (uint32_t k = 0; k < K; k += 256)
+            widen_q5_k(src + (size_t)k / 256 * 176, dst + k);
     else
         for (uint32_t k = 0; k < K; k += 256)
             widen_q6_k(src + (size_t)k / 256 * 210, dst + k);
@@ -529,7 +561,7 @@ TGT static void widen_blocks(enum rs_ggml_type type, const uint8_t *src, uint32_
 
 static int is_block_type(enum rs_ggml_type t)
 {
-    return t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q6_K;
+    return t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q5_K || t == RS_GGML_Q6_K;
 }
 
 /* Widens rows n .. n+nr-1 of w into panel rows of kpad floats (zero-padded). */
@@ -623,8 +655,10 @@ static void gemm_panel(const struct kern_mat *w, const float *x, size_t ldx, uin
             tile_q8(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);   \
         else if (w->type == RS_GGML_Q4_0)                                                        \
             tile_q4(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);   \
-        else if (w->type == RS_GGML_Q4_K)                                                        \
-            tile_q4k(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);  \
+        else if (w->type == RS_GGML_Q4_K) /* a constant five_bit: one inlined copy each */     \
+            tile_kq(MR_, NR_, 0, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f); \
+        else if (w->type == RS_GGML_Q5_K)                                                        \
+            tile_kq(MR_, NR_, 1, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f); \
         else if (w->type == RS_GGML_Q6_K)                                                        \
             tile_q6k(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);  \
         else                                                                                     \

@@ -4,7 +4,7 @@
  * reference the SIMD variant is checked against. Same reduction order as
  * kernels.h defines (8 lanes, fixed tree), with a rounded multiply then add
  * where the SIMD variant fuses them. Each weight row is widened to F32 once
- * (common/quant.h for F16/BF16/Q8_0; the Q4_0/Q4_K/Q6_K block layouts here,
+ * (common/quant.h for F16/BF16/Q8_0; the Q4_0/Q4_K/Q5_K/Q6_K block layouts here,
  * following ggml's) and reused for every activation row.
  * Leaves out: any speed beyond what the compiler's auto-vectorizer gives.
  */
@@ -68,11 +68,16 @@ static void q4k_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m)
     }
 }
 
-/* Q4_K block (256): f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes; 8 sub-blocks of 32. */
-static void widen_q4_k(const uint8_t *b, float *y)
+/*
+ * Q4_K block (256, five_bit 0): f16 d, f16 dmin, 12 scale bytes, 128 nibble
+ * bytes; 8 sub-blocks of 32. Q5_K (five_bit 1) has 32 bytes of high bits
+ * before the nibbles: value l of 64-value chunk j gains 16 when bit 2j
+ * (l < 32) or 2j + 1 of high byte l % 32 is set.
+ */
+static void widen_kq(const uint8_t *b, float *y, int five_bit)
 {
     float d = f16_at(b), dmin = f16_at(b + 2);
-    const uint8_t *q = b + 16;
+    const uint8_t *qh = b + 16, *q = b + (five_bit ? 48 : 16);
     for (int j = 0; j < 4; j++, q += 32, y += 64) {
         uint8_t sc, m;
         q4k_scale_min(b + 4, 2 * j, &sc, &m);
@@ -80,8 +85,13 @@ static void widen_q4_k(const uint8_t *b, float *y)
         q4k_scale_min(b + 4, 2 * j + 1, &sc, &m);
         float d2 = d * sc, m2 = dmin * m;
         for (int l = 0; l < 32; l++) {
-            y[l] = d1 * (float)(q[l] & 0x0F) - m1;
-            y[l + 32] = d2 * (float)(q[l] >> 4) - m2;
+            int lo = q[l] & 0x0F, hi = q[l] >> 4;
+            if (five_bit) {
+                lo |= ((qh[l] >> (2 * j)) & 1) << 4;
+                hi |= ((qh[l] >> (2 * j + 1)) & 1) << 4;
+            }
+            y[l] = d1 * (float)lo - m1; /* exact product, one rounding */
+            y[l + 32] = d2 * (float)hi - m2;
         }
     }
 }
@@ -117,7 +127,11 @@ void kern_widen_row_portable(const struct kern_mat *w, uint32_t row, float *dst)
         break;
     case RS_GGML_Q4_K:
         for (uint32_t k = 0; k < K; k += 256)
-            widen_q4_k(src + (size_t)k / 256 * 144, dst + k);
+            widen_kq(src + (size_t)k / 256 * 144, dst + k, 0);
+        break;
+    case RS_GGML_Q5_K:
+        for (uint32_t k = 0; k < K; k += 256)
+            widen_kq(src + (size_t)k / 256 * 176, dst + k, 1);
         break;
     case RS_GGML_Q6_K:
         for (uint32_t k = 0; k < K; k += 256)

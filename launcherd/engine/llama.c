@@ -197,7 +197,8 @@ static rs_err get_mat(const rs_gguf *g, const char *name, uint32_t cols, uint32_
         return fail(err, len, RS_EINVAL, "missing tensor %s", name);
     if (!kern_type_supported(t->type))
         return fail(err, len, RS_EUNSUPPORTED,
-                    "tensor %s has type %s; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K", name,
+                    "tensor %s has type %s; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, "
+                    "Q6_K", name,
                     rs_ggml_type_name(t->type));
     rs_err rc = check_shape(t, cols, rows, err, len);
     if (rc != RS_OK)

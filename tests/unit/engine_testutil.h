@@ -33,7 +33,7 @@ static inline const char *tu_mkmodel(const char *name, const char *args, char *p
     return path;
 }
 
-/* --- Q4_0 / Q4_K / Q6_K test blocks ----------------------------------------------------- */
+/* --- Q4_0 / Q4_K / Q5_K / Q6_K test blocks ---------------------------------------------- */
 
 static inline uint64_t tu_rand(uint64_t *st)
 {
@@ -48,7 +48,7 @@ static inline void tu_put_f16(uint8_t *p, float v)
 }
 
 /*
- * n_blocks random blocks of `type` (Q4_0, Q4_K or Q6_K) at dst: random quants and
+ * n_blocks random blocks of `type` (Q4_0, Q4_K, Q5_K or Q6_K) at dst: random quants and
  * scales, and finite f16 super-scales sized so the weights are about +-0.02 to 0.1.
  */
 static inline void tu_random_blocks(enum rs_ggml_type type, uint8_t *dst, size_t n_blocks,
@@ -61,8 +61,9 @@ static inline void tu_random_blocks(enum rs_ggml_type type, uint8_t *dst, size_t
         float u = (float)(tu_rand(st) % 1000) / 1000.0f + 0.5f;
         if (type == RS_GGML_Q4_0)
             tu_put_f16(dst, 0.012f * u);
-        else if (type == RS_GGML_Q4_K) {
-            tu_put_f16(dst, 1.2e-4f * u);
+        else if (type == RS_GGML_Q4_K || type == RS_GGML_Q5_K) {
+            float q5 = type == RS_GGML_Q5_K ? 0.5f : 1.0f; /* 5-bit quants: twice the range */
+            tu_put_f16(dst, 1.2e-4f * u * q5);
             tu_put_f16(dst + 2, 1.0e-4f * u);
         } else
             tu_put_f16(dst + 208, 2.5e-5f * u);
@@ -90,6 +91,19 @@ static inline float tu_q4k_value(const uint8_t *b, int i)
     return (float)((double)tu_f16_at(b) * sc * q - (double)tu_f16_at(b + 2) * m);
 }
 
+/* Element i (0..255) of a Q5_K block: Q4_K's scales, a 5th bit per value from qh. */
+static inline float tu_q5k_value(const uint8_t *b, int i)
+{
+    const uint8_t *s = b + 4;
+    int sub = i / 32, byte = b[48 + 32 * (i / 64) + i % 32], high = b[16 + i % 32];
+    int q = ((i % 64) < 32 ? byte & 15 : byte >> 4) + 16 * ((high >> sub) & 1), sc, m;
+    if (sub < 4)
+        sc = s[sub] & 63, m = s[sub + 4] & 63;
+    else
+        sc = (s[sub + 4] & 15) | ((s[sub - 4] >> 6) << 4), m = (s[sub + 4] >> 4) | ((s[sub] >> 6) << 4);
+    return (float)((double)tu_f16_at(b) * sc * q - (double)tu_f16_at(b + 2) * m);
+}
+
 /* Element i (0..255) of a Q6_K block. */
 static inline float tu_q6k_value(const uint8_t *b, int i)
 {
@@ -112,6 +126,8 @@ static inline void tu_dequant_row(enum rs_ggml_type type, const uint8_t *src, fl
             dst[i] = tu_f16_at(b) * (float)(q - 8);
         } else if (type == RS_GGML_Q4_K) {
             dst[i] = tu_q4k_value(src + i / 256 * 144, (int)(i % 256));
+        } else if (type == RS_GGML_Q5_K) {
+            dst[i] = tu_q5k_value(src + i / 256 * 176, (int)(i % 256));
         } else if (type == RS_GGML_Q6_K) {
             dst[i] = tu_q6k_value(src + i / 256 * 210, (int)(i % 256));
         } else {

@@ -354,11 +354,13 @@ static enum rs_ggml_type kquant_mix(const char *name)
         return RS_GGML_Q6_K;
     if (strstr(name, "ffn_gate") != NULL || strcmp(name, "token_embd.weight") == 0)
         return RS_GGML_Q4_0;
+    if (strstr(name, "attn_output") != NULL || strstr(name, "ffn_up") != NULL)
+        return RS_GGML_Q5_K;
     return RS_GGML_Q4_K;
 }
 
-/* Q4_0, Q4_K and Q6_K weights (random blocks) through both variants vs the reference. */
-static int test_matches_reference_q4_0_q4_k_q6_k(void)
+/* Q4_0, Q4_K, Q5_K and Q6_K weights (random blocks) through both variants vs the reference. */
+static int test_matches_reference_q4_0_q4_k_q5_k_q6_k(void)
 {
     char base[512], path[512];
     RS_CHECK(tu_mkmodel("kq-base", "--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 "
@@ -377,6 +379,6 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_matches_reference_rope_scaling_gqa),
     RS_TEST(test_matches_reference_q8_0_tied),
     RS_TEST(test_matches_reference_f16_bf16),
-    RS_TEST(test_matches_reference_q4_0_q4_k_q6_k),
+    RS_TEST(test_matches_reference_q4_0_q4_k_q5_k_q6_k),
 };
 RS_TEST_MAIN(cases)

@@ -23,8 +23,9 @@ static float frand(void) /* uniform in [-1, 1) */
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-static const enum rs_ggml_type types[] = {RS_GGML_F32,  RS_GGML_F16,  RS_GGML_BF16, RS_GGML_Q8_0,
-                                           RS_GGML_Q4_0, RS_GGML_Q4_K, RS_GGML_Q6_K};
+static const enum rs_ggml_type types[] = {RS_GGML_F32,  RS_GGML_F16,  RS_GGML_BF16,
+                                           RS_GGML_Q8_0, RS_GGML_Q4_0, RS_GGML_Q4_K,
+                                           RS_GGML_Q5_K, RS_GGML_Q6_K};
 #define N_TYPES (sizeof(types) / sizeof(types[0]))
 
 /* K rounded up to a whole number of the type's blocks. */
@@ -47,8 +48,8 @@ static struct kern_mat make_mat(enum rs_ggml_type type, uint32_t rows, uint32_t 
     for (size_t i = 0; i < (size_t)rows * cols; i++)
         src[i] = frand();
     /* Block types get random blocks: any scale and quant bits, not only a quantizer's. */
-    int random_blocks = type == RS_GGML_Q4_0 || type == RS_GGML_Q4_K || type == RS_GGML_Q6_K ||
-                        !rs_quant_supported(type);
+    int random_blocks = type == RS_GGML_Q4_0 || type == RS_GGML_Q4_K || type == RS_GGML_Q5_K ||
+                        type == RS_GGML_Q6_K || !rs_quant_supported(type);
     if (!random_blocks)
         for (uint32_t r = 0; r < rows; r++)
             rs_quant_row_from_f32(type, src + (size_t)r * cols, data + r * m.row_bytes, cols);
@@ -339,6 +340,13 @@ static int test_widen_matches_reference_dequantizer(void)
                                  "%s %s row %u [%u]: %g vs %g", kern_isa_name((enum kern_isa)isa),
                                  rs_ggml_type_name(types[ti]), n, k, row[k], deq[(size_t)n * K + k]);
             }
+        /* common/quant's dequantizer (what ringserve-mkmodel --convert reads with) agrees */
+        for (uint32_t n = 0; n < N && rs_quant_supported(types[ti]); n++) {
+            RS_CHECK(rs_quant_row_to_f32(types[ti], (const uint8_t *)w.data + n * w.row_bytes,
+                                         row, K) == RS_OK);
+            RS_CHECK_MSG(memcmp(row, deq + (size_t)n * K, K * sizeof(float)) == 0,
+                         "common/quant %s row %u differs", rs_ggml_type_name(types[ti]), n);
+        }
         free(deq), free(row), free((void *)w.data);
     }
     return 0;
@@ -351,7 +359,8 @@ static int test_isa_detection_is_consistent(void)
     RS_CHECK(kern_isa_supported(best));
     RS_CHECK(strcmp(kern_isa_name(KERN_AVX2), "avx2") == 0);
     RS_CHECK(kern_type_supported(RS_GGML_Q8_0) && kern_type_supported(RS_GGML_Q4_K));
-    RS_CHECK(!kern_type_supported(RS_GGML_Q5_K) && !kern_type_supported(RS_GGML_Q4_1));
+    RS_CHECK(kern_type_supported(RS_GGML_Q5_K) && !kern_type_supported(RS_GGML_Q5_0) &&
+             !kern_type_supported(RS_GGML_Q4_1));
     return 0;
 }
 

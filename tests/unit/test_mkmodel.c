@@ -343,7 +343,7 @@ static int test_bad_arguments_exit_2(void)
         {"--kv-heads", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--kv-heads",
                         "3", "--ffn", "8", "--vocab", "300"}},
         {"--type", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
-                    "--vocab", "300", "--type", "q5_k"}},
+                    "--vocab", "300", "--type", "q5_0"}},
         {"--rope-base", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
                          "--vocab", "300", "--rope-base", "nan"}},
         {"--seed", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
@@ -379,21 +379,21 @@ static int test_bad_arguments_exit_2(void)
 static int test_convert_rejects_unsupported_input(void)
 {
     char in[512], out[512], err[2048];
-    mkmodel_tmp("q5k.gguf", in, sizeof(in));
-    mkmodel_tmp("q5kout.gguf", out, sizeof(out));
+    mkmodel_tmp("q50.gguf", in, sizeof(in));
+    mkmodel_tmp("q50out.gguf", out, sizeof(out));
     rs_gguf_writer *w;
-    static uint8_t blocks[176 * 2];
+    static uint8_t blocks[22 * 4];
     RS_CHECK(rs_gguf_writer_create(&w) == RS_OK);
-    RS_CHECK(rs_gguf_writer_add_tensor(w, "blk.0.attn_q.weight", RS_GGML_Q5_K, 2,
-                                       (uint64_t[]){256, 2}, blocks) == RS_OK);
+    RS_CHECK(rs_gguf_writer_add_tensor(w, "blk.0.attn_q.weight", RS_GGML_Q5_0, 2,
+                                       (uint64_t[]){64, 2}, blocks) == RS_OK);
     RS_CHECK(rs_gguf_writer_write(w, in) == RS_OK);
     rs_gguf_writer_destroy(&w);
     const char *args[] = {"--convert", in, "-o", out, "--type", "f16", NULL};
     RS_CHECK(mkmodel_run(args, err, sizeof(err)) == 1);
-    RS_CHECK_MSG(strstr(err, "blk.0.attn_q.weight: type Q5_K") != NULL, "%s", err);
+    RS_CHECK_MSG(strstr(err, "blk.0.attn_q.weight: type Q5_0") != NULL, "%s", err);
     RS_CHECK(access(out, F_OK) != 0);
     const char *to_f32[] = {"--convert", in, "-o", out, "--type", "f32", NULL};
-    RS_CHECK(mkmodel_run(to_f32, err, sizeof(err)) == 1); /* Q5_K -> F32 needs decoding too */
+    RS_CHECK(mkmodel_run(to_f32, err, sizeof(err)) == 1); /* Q5_0 -> F32 needs decoding too */
     RS_CHECK(access(out, F_OK) != 0);
     unlink(in);
     return 0;
@@ -449,23 +449,23 @@ static int test_q4_k_model(void)
 }
 
 /*
- * --type q4_k_m: Q4_K, with Q6_K for output.weight and for attn_v / ffn_down
- * in layers 0, 1 and 14, 15 (the first and last eighth of 16) and 4, 7, 10, 13
- * (every third from the first eighth on, offset 2), as llama.cpp's Q4_K_M;
- * file type 15. The
- * same mix comes out of --convert from the F32 model.
+ * --type q4_k_m / q5_k_m: Q4_K / Q5_K, with Q6_K for output.weight and for
+ * attn_v / ffn_down in layers 0, 1 and 14, 15 (the first and last eighth of
+ * 16) and 4, 7, 10, 13 (every third from the first eighth on, offset 2), as
+ * llama.cpp's _M mixes; file type 15 / 17. The same mix comes out of
+ * --convert from the F32 model, and the engine loads it.
  */
-static int test_q4_k_m_mix(void)
+static int check_k_m_mix(const char *type, enum rs_ggml_type base, uint32_t file_type)
 {
     char out[512], f32[512], conv[512], err[2048];
     mkmodel_tmp("km.gguf", out, sizeof(out));
     mkmodel_tmp("km32.gguf", f32, sizeof(f32));
     mkmodel_tmp("kmc.gguf", conv, sizeof(conv));
     const char *args[] = {"-o", out, "--dim", "256", "--layers", "16", "--heads", "4", "--ffn",
-                          "256", "--vocab", "300", "--type", "q4_k_m", NULL};
+                          "256", "--vocab", "300", "--type", type, NULL};
     const char *a32[] = {"-o", f32, "--dim", "256", "--layers", "16", "--heads", "4", "--ffn",
                          "256", "--vocab", "300", NULL};
-    const char *ac[] = {"--convert", f32, "-o", conv, "--type", "q4_k_m", NULL};
+    const char *ac[] = {"--convert", f32, "-o", conv, "--type", type, NULL};
     RS_CHECK(make(args) == 0 && make(a32) == 0);
     RS_CHECK_MSG(mkmodel_run(ac, err, sizeof(err)) == 0, "%s", err);
     const char *files[] = {out, conv};
@@ -473,19 +473,19 @@ static int test_q4_k_m_mix(void)
         rs_gguf *g;
         uint32_t ft;
         RS_CHECK(rs_gguf_open(files[f], &g, err, 256) == RS_OK);
-        RS_CHECK(rs_gguf_get_u32(g, "general.file_type", &ft) == RS_OK && ft == 15);
+        RS_CHECK(rs_gguf_get_u32(g, "general.file_type", &ft) == RS_OK && ft == file_type);
         RS_CHECK(check_tensor(g, "output.weight", RS_GGML_Q6_K, 256, 300) == 0);
-        RS_CHECK(check_tensor(g, "token_embd.weight", RS_GGML_Q4_K, 256, 300) == 0);
+        RS_CHECK(check_tensor(g, "token_embd.weight", base, 256, 300) == 0);
         for (int b = 0; b < 16; b++) {
             int more = b <= 1 || b >= 14 || b == 4 || b == 7 || b == 10 || b == 13;
-            enum rs_ggml_type want = more ? RS_GGML_Q6_K : RS_GGML_Q4_K;
+            enum rs_ggml_type want = more ? RS_GGML_Q6_K : base;
             char v[64], down[64], q[64];
             snprintf(v, sizeof(v), "blk.%d.attn_v.weight", b);
             snprintf(down, sizeof(down), "blk.%d.ffn_down.weight", b);
             snprintf(q, sizeof(q), "blk.%d.attn_q.weight", b);
-            RS_CHECK_MSG(check_tensor(g, v, want, 256, 256) == 0, "%s", v);
-            RS_CHECK_MSG(check_tensor(g, down, want, 256, 256) == 0, "%s", down);
-            RS_CHECK_MSG(check_tensor(g, q, RS_GGML_Q4_K, 256, 256) == 0, "%s", q);
+            RS_CHECK_MSG(check_tensor(g, v, want, 256, 256) == 0, "%s %s", type, v);
+            RS_CHECK_MSG(check_tensor(g, down, want, 256, 256) == 0, "%s %s", type, down);
+            RS_CHECK_MSG(check_tensor(g, q, base, 256, 256) == 0, "%s %s", type, q);
         }
         rs_gguf_close(&g);
     }
@@ -496,6 +496,12 @@ static int test_q4_k_m_mix(void)
     unlink(f32);
     unlink(conv);
     return 0;
+}
+
+static int test_k_m_mixes(void)
+{
+    RS_CHECK(check_k_m_mix("q4_k_m", RS_GGML_Q4_K, 15) == 0);
+    return check_k_m_mix("q5_k_m", RS_GGML_Q5_K, 17);
 }
 
 static int test_q8_0_falls_back_to_f16_for_partial_blocks(void)
@@ -525,7 +531,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_bad_arguments_exit_2),
     RS_TEST(test_convert_rejects_unsupported_input),
     RS_TEST(test_q4_k_model),
-    RS_TEST(test_q4_k_m_mix),
+    RS_TEST(test_k_m_mixes),
     RS_TEST(test_q8_0_falls_back_to_f16_for_partial_blocks),
 };
 RS_TEST_MAIN(cases)

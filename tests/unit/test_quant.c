@@ -521,6 +521,20 @@ static int test_q6_k_recovers_exact_levels(void)
     return 0;
 }
 
+static int test_q5_k_error_random(void)
+{
+    double worst = kquant_worst_block_error(RS_GGML_Q5_K);
+    fprintf(stderr, "q5_k: worst block rms error / rms %.4f\n", worst);
+    /* 32 levels per 32-value sub-block: about half Q4_K's error */
+    RS_CHECK_MSG(worst > 0 && worst < 0.045, "worst block rms error / rms %g", worst);
+    return 0;
+}
+
+static int test_q5_k_nonfinite_input_is_defined(void)
+{
+    return kquant_nonfinite_is_defined(RS_GGML_Q5_K);
+}
+
 static int test_q6_k_error_random(void)
 {
     double worst = kquant_worst_block_error(RS_GGML_Q6_K);
@@ -555,9 +569,9 @@ static int test_generic_row_dispatch(void)
     RS_CHECK(rs_quant_row_from_f32(RS_GGML_Q4_0, src, buf, 64) == RS_OK);
     RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q4_0, buf, dst, 64) == RS_OK);
     RS_CHECK(rs_quant_row_from_f32(RS_GGML_Q4_0, src, buf, 40) == RS_EINVAL);
-    RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q5_K, buf, dst, 256) == RS_EUNSUPPORTED);
+    RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q5_0, buf, dst, 32) == RS_EUNSUPPORTED);
     RS_CHECK(rs_quant_row_from_f32((enum rs_ggml_type)99, src, buf, 32) == RS_EUNSUPPORTED);
-    RS_CHECK(!rs_quant_supported(RS_GGML_Q5_K) && !rs_quant_supported(RS_GGML_Q4_1));
+    RS_CHECK(!rs_quant_supported(RS_GGML_Q5_0) && !rs_quant_supported(RS_GGML_Q4_1));
     return 0;
 }
 
@@ -576,6 +590,8 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_q4_k_recovers_exact_levels),
     RS_TEST(test_q4_k_error_random),
     RS_TEST(test_q4_k_nonfinite_input_is_defined),
+    RS_TEST(test_q5_k_error_random),
+    RS_TEST(test_q5_k_nonfinite_input_is_defined),
     RS_TEST(test_q6_k_recovers_exact_levels),
     RS_TEST(test_q6_k_error_random),
     RS_TEST(test_q6_k_nonfinite_input_is_defined),
