@@ -11,10 +11,12 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/gguf.h"
 #include "common/log.h"
@@ -25,6 +27,7 @@
 #define MAX_DIM (1 << 20)
 #define MAX_LAYERS 4096
 #define WEIGHT_STD 0.02f /* GPT-2/llama initialisation scale: activations stay O(1) */
+#define MAX_THREADS 256
 
 /* llama.cpp's llama_ftype values for general.file_type. */
 enum {
@@ -44,6 +47,7 @@ struct opts {
     unsigned long long seed;
     enum rs_ggml_type type;
     int mix_k_m;     /* q4_k_m / q5_k_m: Q6_K where llama.cpp's _M mixes put it */
+    long threads;    /* quantizing threads; 0 = every online CPU */
     int shape_given; /* any of the shape options, which --convert forbids */
 };
 
@@ -69,8 +73,9 @@ static void usage(FILE *f)
             "                         --ffn F --vocab V [--ctx C]\n"
             "                         [--type f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q5_k|q5_k_m|q6_k]\n"
             "                         [--tied] [--rope-base B] [--vocab-from FILE.gguf]\n"
-            "                         [--seed S] [--vocab-only]\n"
-            "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type TYPE (as above)\n"
+            "                         [--seed S] [--vocab-only] [--threads N]\n"
+            "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type TYPE [--threads N]\n"
+            "--threads: quantizing threads (default: every online CPU; same bytes either way).\n"
             "Random weights: approximately normal, std %.2f, from --seed (default 0); norms 1.\n"
             "--vocab may be omitted with --vocab-from (it must then equal that vocab's size).\n"
             "--vocab-only writes the metadata and vocab but no tensors (for tokenizer tests).\n"
@@ -136,7 +141,7 @@ static uint32_t file_type_of(const struct opts *o)
 
 enum {
     OPT_DIM = 256, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS, OPT_FFN, OPT_VOCAB, OPT_CTX, OPT_TYPE,
-    OPT_TIED, OPT_ROPE_BASE, OPT_VOCAB_FROM, OPT_SEED, OPT_CONVERT, OPT_VOCAB_ONLY
+    OPT_TIED, OPT_ROPE_BASE, OPT_VOCAB_FROM, OPT_SEED, OPT_CONVERT, OPT_VOCAB_ONLY, OPT_THREADS
 };
 
 /* Numeric shape options: option id, flag name, field, minimum, maximum. */
@@ -190,6 +195,10 @@ static int parse_opt(struct opts *o, int id, const char *arg)
         return 0;
     case OPT_CONVERT: o->convert = arg; return 0;
     case OPT_VOCAB_ONLY: o->vocab_only = 1; o->shape_given = 1; return 0;
+    case OPT_THREADS:
+        if (!parse_long(arg, 1, MAX_THREADS, &o->threads))
+            return bad_arg("--threads '%s': expected an integer in 1..256", arg);
+        return 0;
     default: return EXIT_USAGE;
     }
 }
@@ -224,6 +233,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"tied", 0, 0, OPT_TIED},     {"rope-base", 1, 0, OPT_ROPE_BASE},
         {"vocab-from", 1, 0, OPT_VOCAB_FROM}, {"seed", 1, 0, OPT_SEED},
         {"convert", 1, 0, OPT_CONVERT}, {"vocab-only", 0, 0, OPT_VOCAB_ONLY},
+        {"threads", 1, 0, OPT_THREADS},
         {"output", 1, 0, 'o'},
         {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
     *o = (struct opts){.ctx = 2048, .rope_base = 10000.0f, .type = RS_GGML_F32};
@@ -343,14 +353,73 @@ static enum rs_ggml_type matrix_type(enum rs_ggml_type want, uint64_t ne0, const
     return RS_GGML_F16;
 }
 
+/* Rows [r0, r1) of a matrix re-encoded from src_type to dst_type, one thread's share. */
+struct recode_job {
+    const uint8_t *src;
+    uint8_t *dst;
+    enum rs_ggml_type src_type, dst_type;
+    uint64_t ne0, r0, r1;
+    int failed;
+};
+
+static void *recode_rows(void *arg)
+{
+    struct recode_job *j = arg;
+    const uint64_t in_row = rs_ggml_row_bytes(j->src_type, j->ne0);
+    const uint64_t out_row = rs_ggml_row_bytes(j->dst_type, j->ne0);
+    float *tmp = malloc(j->ne0 * sizeof(float)); /* also aligns F32 rows read from the map */
+    j->failed = tmp == NULL;
+    for (uint64_t r = j->r0; r < j->r1 && tmp != NULL; r++) {
+        rs_quant_row_to_f32(j->src_type, j->src + r * in_row, tmp, j->ne0);
+        rs_quant_row_from_f32(j->dst_type, tmp, j->dst + r * out_row, j->ne0);
+    }
+    free(tmp);
+    return NULL;
+}
+
+/*
+ * Re-encodes a rows x ne0 matrix into dst on up to `threads` threads (0: one
+ * per online CPU). Rows are independent, so the bytes do not depend on the
+ * count. Returns 0, or -1 when memory ran out.
+ */
+static int recode_matrix(const void *src, enum rs_ggml_type src_type, void *dst,
+                         enum rs_ggml_type dst_type, uint64_t ne0, uint64_t rows, long threads)
+{
+    struct recode_job jobs[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    long n = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+    n = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+    if ((uint64_t)n > rows / 8 + 1)
+        n = (long)(rows / 8 + 1); /* at least 8 rows a thread */
+    for (long i = 0; i < n; i++) {
+        jobs[i] = (struct recode_job){src, dst, src_type, dst_type, ne0, rows * (uint64_t)i / (uint64_t)n,
+                                      rows * (uint64_t)(i + 1) / (uint64_t)n, 0};
+        started[i] = i > 0 && pthread_create(&tid[i], NULL, recode_rows, &jobs[i]) == 0;
+    }
+    int failed = 0;
+    for (long i = 0; i < n; i++) {
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        else
+            recode_rows(&jobs[i]); /* this thread's share, or one whose thread did not start */
+        failed |= jobs[i].failed;
+    }
+    return failed ? -1 : 0;
+}
+
 /* Converts n_rows rows of ne0 F32 values to `type` into a new buffer (takes f32). */
-static void *encode_rows(float *f32, enum rs_ggml_type type, uint64_t ne0, uint64_t n_rows)
+static void *encode_rows(float *f32, enum rs_ggml_type type, uint64_t ne0, uint64_t n_rows,
+                         long threads)
 {
     if (type == RS_GGML_F32)
         return f32;
     void *buf = malloc(rs_ggml_row_bytes(type, ne0) * n_rows);
-    if (buf != NULL)
-        rs_quant_row_from_f32(type, f32, buf, ne0 * n_rows);
+    if (buf != NULL &&
+        recode_matrix(f32, RS_GGML_F32, buf, type, ne0, n_rows, threads) != 0) {
+        free(buf);
+        buf = NULL;
+    }
     free(f32);
     return buf;
 }
@@ -375,7 +444,7 @@ static int gen_tensor(struct tensor_list *l, const struct opts *o, const char *n
         fill_random(f, n, o->seed, l->n - 1, WEIGHT_STD);
         t->type = matrix_type(wanted_type(o, name, o->layers), ne0, name);
     }
-    t->owned = encode_rows(f, t->type, ne0, t->ne[1]);
+    t->owned = encode_rows(f, t->type, ne0, t->ne[1], o->threads);
     t->data = t->owned;
     return t->owned != NULL ? 0 : -1;
 }
@@ -570,23 +639,15 @@ out:
 /* --- convert ----------------------------------------------------------------- */
 
 /* Re-encodes one 2-D tensor row by row (through F32) into a new buffer. */
-static int convert_matrix(struct out_tensor *t, const struct rs_gguf_tensor *in)
+static int convert_matrix(struct out_tensor *t, const struct rs_gguf_tensor *in, long threads)
 {
     uint64_t ne0 = in->ne[0], rows = in->ne[1];
-    uint64_t in_row = rs_ggml_row_bytes(in->type, ne0), out_row = rs_ggml_row_bytes(t->type, ne0);
-    float *tmp = malloc(ne0 * sizeof(float));
-    uint8_t *buf = malloc(out_row * rows);
-    if (tmp == NULL || buf == NULL) {
-        free(tmp);
+    uint8_t *buf = malloc(rs_ggml_row_bytes(t->type, ne0) * rows);
+    if (buf == NULL || recode_matrix(in->data, in->type, buf, t->type, ne0, rows, threads) != 0) {
         free(buf);
         fprintf(stderr, "ringserve-mkmodel: out of memory converting %s\n", in->name);
         return -1;
     }
-    for (uint64_t r = 0; r < rows; r++) {
-        rs_quant_row_to_f32(in->type, (const uint8_t *)in->data + r * in_row, tmp, ne0);
-        rs_quant_row_from_f32(t->type, tmp, buf + r * out_row, ne0);
-    }
-    free(tmp);
     t->owned = buf;
     t->data = buf;
     return 0;
@@ -598,7 +659,7 @@ static int convert_matrix(struct out_tensor *t, const struct rs_gguf_tensor *in)
  * already of the target type, is copied byte for byte from the input map.
  */
 static int convert_tensor(struct tensor_list *l, const struct rs_gguf_tensor *in,
-                          enum rs_ggml_type want)
+                          enum rs_ggml_type want, long threads)
 {
     int is_matrix = in->n_dims == 2;
     struct out_tensor *t = list_add(l, in->name, in->n_dims, in->ne[0], in->ne[1]);
@@ -615,7 +676,7 @@ static int convert_tensor(struct tensor_list *l, const struct rs_gguf_tensor *in
                 "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)\n", in->name, rs_ggml_type_name(in->type));
         return -1;
     }
-    return convert_matrix(t, in);
+    return convert_matrix(t, in, threads);
 }
 
 static int convert(const struct opts *o, double t0)
@@ -640,7 +701,7 @@ static int convert(const struct opts *o, double t0)
     rs_gguf_get_u32(src, "llama.block_count", &n_layers);
     for (uint64_t i = 0; i < rs_gguf_n_tensors(src); i++) {
         const struct rs_gguf_tensor *t = rs_gguf_tensor(src, i);
-        if (convert_tensor(&l, t, wanted_type(o, t->name, (long)n_layers)) != 0)
+        if (convert_tensor(&l, t, wanted_type(o, t->name, (long)n_layers), o->threads) != 0)
             goto out;
     }
     rc = finish(w, &l, o->out, t0);

@@ -346,6 +346,8 @@ static int test_bad_arguments_exit_2(void)
                     "--vocab", "300", "--type", "q5_0"}},
         {"--rope-base", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
                          "--vocab", "300", "--rope-base", "nan"}},
+        {"--threads", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
+                       "--vocab", "300", "--threads", "0"}},
         {"--seed", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
                     "--vocab", "300", "--seed", "-4"}},
         {"--ctx", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
@@ -504,6 +506,45 @@ static int test_k_m_mixes(void)
     return check_k_m_mix("q5_k_m", RS_GGML_Q5_K, 17);
 }
 
+/* Whole-file bytes of a and b equal (1) or not (0). */
+static int same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa != NULL && fb != NULL;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        same = ca == cb;
+        if (ca == EOF)
+            break;
+    }
+    if (fa != NULL)
+        fclose(fa);
+    if (fb != NULL)
+        fclose(fb);
+    return same;
+}
+
+/* Quantizing threads split rows: generated and converted files are byte-identical for 1 or 3. */
+static int test_threads_do_not_change_bytes(void)
+{
+    char one[512], three[512], c1[512], c4[512];
+    mkmodel_tmp("th1.gguf", one, sizeof(one));
+    mkmodel_tmp("th3.gguf", three, sizeof(three));
+    mkmodel_tmp("thc1.gguf", c1, sizeof(c1));
+    mkmodel_tmp("thc4.gguf", c4, sizeof(c4));
+    const char *a1[] = {"-o", one, "--dim", "256", "--layers", "2", "--heads", "4", "--ffn",
+                        "512", "--vocab", "300", "--type", "q4_k_m", "--threads", "1", NULL};
+    const char *a3[] = {"-o", three, "--dim", "256", "--layers", "2", "--heads", "4", "--ffn",
+                        "512", "--vocab", "300", "--type", "q4_k_m", "--threads", "3", NULL};
+    const char *v1[] = {"--convert", one, "-o", c1, "--type", "q8_0", "--threads", "1", NULL};
+    const char *v4[] = {"--convert", one, "-o", c4, "--type", "q8_0", "--threads", "4", NULL};
+    RS_CHECK(make(a1) == 0 && make(a3) == 0 && make(v1) == 0 && make(v4) == 0);
+    RS_CHECK_MSG(same_file(one, three), "generated q4_k_m differs between 1 and 3 threads");
+    RS_CHECK_MSG(same_file(c1, c4), "converted q8_0 differs between 1 and 4 threads");
+    unlink(one), unlink(three), unlink(c1), unlink(c4);
+    return 0;
+}
+
 static int test_q8_0_falls_back_to_f16_for_partial_blocks(void)
 {
     char out[512], err[2048];
@@ -532,6 +573,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_convert_rejects_unsupported_input),
     RS_TEST(test_q4_k_model),
     RS_TEST(test_k_m_mixes),
+    RS_TEST(test_threads_do_not_change_bytes),
     RS_TEST(test_q8_0_falls_back_to_f16_for_partial_blocks),
 };
 RS_TEST_MAIN(cases)
