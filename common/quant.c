@@ -408,17 +408,6 @@ static void q4k_put_scale_min(uint8_t *s, int j, uint8_t sc, uint8_t m)
     }
 }
 
-static void q4k_get_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m)
-{
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 15) | (s[j - 4] >> 6) << 4);
-        *m = (uint8_t)((s[j + 4] >> 4) | (s[j] >> 6) << 4);
-    }
-}
-
 /*
  * One 256-value Q4_K (five_bit 0) or Q5_K block: fit the sub-blocks, quantize
  * their scales and mins to 6 bits under two fp16 super-scales, re-level every
@@ -454,7 +443,7 @@ static void kq_block(const float *x, uint8_t *blk, int five_bit)
     memcpy(blk + 2, &mh, 2);
     for (int j = 0; j < 8; j++) {
         uint8_t s6, m6;
-        q4k_get_scale_min(sc, j, &s6, &m6);
+        rs_quant_k_scale_min(sc, j, &s6, &m6);
         const float d = rs_quant_f16_to_f32(dh) * s6, dm = rs_quant_f16_to_f32(mh) * m6;
         if (d == 0)
             continue; /* keeps the fitted levels, as ggml does */
@@ -501,14 +490,14 @@ static void kq_dequantize(const uint8_t *src, float *dst, size_t n, int five_bit
         const float d = rs_quant_f16_to_f32(dh), dmin = rs_quant_f16_to_f32(mh);
         for (int j = 0; j < 8; j++) {
             uint8_t s6, m6;
-            q4k_get_scale_min(blk + 4, j, &s6, &m6);
+            rs_quant_k_scale_min(blk + 4, j, &s6, &m6);
             const float d1 = d * s6, m1 = dmin * m6; /* exact: 11 bits times 6 */
             const uint8_t *q = qs + 32 * (j / 2);
             for (int i = 0; i < 32; i++) {
                 int l = j % 2 ? q[i] >> 4 : q[i] & 15;
                 if (five_bit)
                     l |= (qh[i] >> j & 1) << 4;
-                y[32 * j + i] = fmaf(d1, (float)l, -m1); /* exact product, one rounding */
+                y[32 * j + i] = d1 * (float)l - m1; /* exact product: one rounding, fused or not */
             }
         }
     }

@@ -122,6 +122,24 @@ void rs_quant_row_q4_k_dequantize(const void *src, float *dst, size_t n);
 #define RS_QUANT_Q5_K_BYTES 176
 
 /*
+ * The 6-bit scale and min of sub-block j (0..7) from the 12 packed scale
+ * bytes of a Q4_K or Q5_K block: bytes 0-3 hold sc0-3 and 4-7 hold m0-3 in
+ * their low 6 bits, with the top 2 bits of sc4-7 / m4-7 above them; bytes
+ * 8-11 hold the low nibbles of sc4-7 and, above, of m4-7. Inline: the
+ * engine's kernels unpack it per 32 weights.
+ */
+static inline void rs_quant_k_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 15) | (s[j - 4] >> 6) << 4);
+        *m = (uint8_t)((s[j + 4] >> 4) | (s[j] >> 6) << 4);
+    }
+}
+
+/*
  * Quantizes n values (a multiple of 256) into ggml's block_q5_K: as Q4_K with
  * levels 0..31 (the fifth bit of value i of 64-value chunk c, first or second
  * half, is bit 2c or 2c + 1 of high byte i % 32), fitted by ggml's search with

@@ -10,6 +10,8 @@
  */
 #include "launcherd/engine/kernels.h"
 
+#include "common/quant.h"
+
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -115,11 +117,34 @@ INL __m256 load_bf16(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
-/* 8 values q[0..7] * d of a Q8_0 block; the product is exact in F32. */
+/*
+ * The widening steps every block type is built from, shared by the panel
+ * (widen_*) and register (tile_*) paths so both give the same bits by
+ * construction. i8x8: 8 signed bytes (the low 8 of v) times scale; exact
+ * products for every type here (at most 23 significant bits).
+ */
+INL __m256 i8x8(__m128i v, __m256 scale)
+{
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), scale);
+}
+
+/* 8 unsigned bytes (the low 8 of v) as d * q - m: the product is exact, one rounding. */
+INL __m256 u8x8_affine(__m128i v, __m256 d, __m256 m)
+{
+    return _mm256_fmsub_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), m);
+}
+
+/* Bytes 8i .. 8i + 7 of q (i in 0..3), in the low half. */
+INL __m128i quarter(__m256i q, int i)
+{
+    __m128i h = i < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+    return i & 1 ? _mm_srli_si128(h, 8) : h;
+}
+
+/* 8 values q[0..7] * d of a Q8_0 block. */
 INL __m256 load_q8(const int8_t *q, __m256 d)
 {
-    __m128i b = _mm_loadl_epi64((const __m128i *)q);
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), d);
+    return i8x8(_mm_loadl_epi64((const __m128i *)q), d);
 }
 
 /* The 32 nibbles of a Q4_0 block minus 8, as signed bytes: values 0-15 in lo, 16-31 in hi. */
@@ -129,12 +154,6 @@ INL void q4_bytes(const uint8_t *q, __m128i *lo, __m128i *hi)
     const __m128i eight = _mm_set1_epi8(8);
     *lo = _mm_sub_epi8(_mm_and_si128(raw, m), eight);
     *hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m), eight);
-}
-
-/* 8 signed bytes (the low 8 of v) times d; the product is exact in F32 (4 bits times 11). */
-INL __m256 q4_mul(__m128i v, __m256 d)
-{
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), d);
 }
 
 INL __m256 q8_scale(const uint8_t *block)
@@ -257,7 +276,7 @@ INL void tile_q4(int mr, int nr, const uint8_t *const *wr, const float *x, size_
             q4_bytes(blk + 2, &lo, &hi);
             const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
             UNROLL for (int j = 0; j < 4; j++) {
-                __m256 wv = q4_mul(part[j], d);
+                __m256 wv = i8x8(part[j], d);
                 UNROLL for (int m = 0; m < mr; m++) acc[m][n] = _mm256_fmadd_ps(
                     wv, _mm256_loadu_ps(x + (size_t)m * ldx + b * 32 + 8 * j), acc[m][n]);
             }
@@ -302,46 +321,25 @@ TGT static void f32_tile_rows(const float *const *wr, int nr, const float *x, si
         F32_TILE_CASE(1, 1);
 }
 
-/* --- Q4_0, Q4_K, Q5_K, Q6_K blocks (layouts as ggml's; see kernels_portable.c) */
-
-INL void st_i8(float *y, __m128i v, __m256 scale) /* 8 signed bytes (low half of v) */
-{
-    _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), scale));
-}
+/* --- Q4_0, Q4_K, Q5_K, Q6_K blocks (layouts as ggml's; see common/quant.h) ---- */
 
 INL void widen_q4_0(const uint8_t *b, float *y)
 {
     __m256 d = q8_scale(b);
-    __m128i q = _mm_loadu_si128((const __m128i *)(b + 2)), m4 = _mm_set1_epi8(0x0F);
-    __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), _mm_set1_epi8(8));
-    __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_set1_epi8(8));
-    st_i8(y, lo, d);
-    st_i8(y + 8, _mm_srli_si128(lo, 8), d);
-    st_i8(y + 16, hi, d);
-    st_i8(y + 24, _mm_srli_si128(hi, 8), d);
+    __m128i lo, hi;
+    q4_bytes(b + 2, &lo, &hi);
+    _mm256_storeu_ps(y, i8x8(lo, d));
+    _mm256_storeu_ps(y + 8, i8x8(_mm_srli_si128(lo, 8), d));
+    _mm256_storeu_ps(y + 16, i8x8(hi, d));
+    _mm256_storeu_ps(y + 24, i8x8(_mm_srli_si128(hi, 8), d));
 }
 
-/* 32 nibbles (bytes 0..15 each) as d1 * q - m1: the product is exact, one rounding. */
+/* 32 nibbles (bytes 0..15 each) as d1 * q - m1. */
 INL void st_q4k(float *y, __m256i q, float d1, float m1)
 {
     __m256 d = _mm256_set1_ps(d1), m = _mm256_set1_ps(m1);
-    __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
-    for (int i = 0; i < 4; i++) {
-        __m128i b = i & 1 ? _mm_srli_si128(h[i / 2], 8) : h[i / 2];
-        __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
-        _mm256_storeu_ps(y + 8 * i, _mm256_fmsub_ps(d, f, m));
-    }
-}
-
-INL void q4k_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m)
-{
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
+    for (int i = 0; i < 4; i++)
+        _mm256_storeu_ps(y + 8 * i, u8x8_affine(quarter(q, i), d, m));
 }
 
 INL void widen_q4_k(const uint8_t *b, float *y)
@@ -353,9 +351,9 @@ INL void widen_q4_k(const uint8_t *b, float *y)
     for (int j = 0; j < 4; j++, y += 64) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * j));
         uint8_t sc, m;
-        q4k_scale_min(b + 4, 2 * j, &sc, &m);
+        rs_quant_k_scale_min(b + 4, 2 * j, &sc, &m);
         st_q4k(y, _mm256_and_si256(q, m4), d * sc, dmin * m);
-        q4k_scale_min(b + 4, 2 * j + 1, &sc, &m);
+        rs_quant_k_scale_min(b + 4, 2 * j + 1, &sc, &m);
         st_q4k(y + 32, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), d * sc, dmin * m);
     }
 }
@@ -379,9 +377,9 @@ INL void widen_q5_k(const uint8_t *b, float *y)
     for (int j = 0; j < 4; j++, y += 64) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(b + 48 + 32 * j));
         uint8_t sc, m;
-        q4k_scale_min(b + 4, 2 * j, &sc, &m);
+        rs_quant_k_scale_min(b + 4, 2 * j, &sc, &m);
         st_q4k(y, q5k_values(q, qh, j, 0), d * sc, dmin * m);
-        q4k_scale_min(b + 4, 2 * j + 1, &sc, &m);
+        rs_quant_k_scale_min(b + 4, 2 * j + 1, &sc, &m);
         st_q4k(y + 32, q5k_values(q, qh, j, 1), d * sc, dmin * m);
     }
 }
@@ -389,10 +387,8 @@ INL void widen_q5_k(const uint8_t *b, float *y)
 /* 32 signed 6-bit values: the first 16 scaled by d * sc[0], the next 16 by d * sc[1]. */
 INL void st_q6k(float *y, __m256i q, float d, const int8_t *sc)
 {
-    __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
     for (int i = 0; i < 4; i++)
-        st_i8(y + 8 * i, i & 1 ? _mm_srli_si128(h[i / 2], 8) : h[i / 2],
-              _mm256_set1_ps(d * (float)sc[i / 2]));
+        _mm256_storeu_ps(y + 8 * i, i8x8(quarter(q, i), _mm256_set1_ps(d * (float)sc[i / 2])));
 }
 
 INL void widen_q6_k(const uint8_t *b, float *y)
@@ -424,15 +420,13 @@ INL void widen_q6_k(const uint8_t *b, float *y)
 }
 
 
-/* 32 nibbles (bytes of q, 0..15 each) as d1 * q - m1 (exact product, one rounding), 8 at a
- * time, each folded into the mr accumulators of one weight row against x at xk. */
+/* 32 nibbles (bytes of q, 0..15 each) as d1 * q - m1, as st_q4k widens them, 8 at a time,
+ * each folded into the mr accumulators of one weight row against x at xk. */
 INL void fma_q4k32(int mr, __m256i q, __m256 d1, __m256 m1, const float *x, size_t ldx,
                    uint32_t xk, __m256 *acc)
 {
-    const __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
     UNROLL for (int i = 0; i < 4; i++) {
-        __m128i b = i & 1 ? _mm_srli_si128(h[i / 2], 8) : h[i / 2];
-        __m256 wv = _mm256_fmsub_ps(d1, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)), m1);
+        __m256 wv = u8x8_affine(quarter(q, i), d1, m1);
         UNROLL for (int m = 0; m < mr; m++) acc[m] = _mm256_fmadd_ps(
             wv, _mm256_loadu_ps(x + (size_t)m * ldx + xk + 8 * i), acc[m]);
     }
@@ -465,7 +459,7 @@ INL void tile_kq(int mr, int nr, int five_bit, const uint8_t *const *wr, const f
                 __m256i q = _mm256_loadu_si256((const __m256i *)(blk + (five_bit ? 48 : 16) + 32 * j));
                 for (int half = 0; half < 2; half++) {
                     uint8_t sc, mn;
-                    q4k_scale_min(blk + 4, 2 * j + half, &sc, &mn);
+                    rs_quant_k_scale_min(blk + 4, 2 * j + half, &sc, &mn);
                     __m256i v = five_bit ? q5k_values(q, qh, j, half)
                                 : half   ? _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)
                                          : _mm256_and_si256(q, m4);
@@ -486,11 +480,8 @@ INL void tile_kq(int mr, int nr, int five_bit, const uint8_t *const *wr, const f
 INL void fma_q6k32(int mr, __m256i q, float d, const int8_t *sc, const float *x, size_t ldx,
                    uint32_t xk, __m256 *acc)
 {
-    const __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
     UNROLL for (int i = 0; i < 4; i++) {
-        __m128i b = i & 1 ? _mm_srli_si128(h[i / 2], 8) : h[i / 2];
-        __m256 wv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)),
-                                  _mm256_set1_ps(d * (float)sc[i / 2]));
+        __m256 wv = i8x8(quarter(q, i), _mm256_set1_ps(d * (float)sc[i / 2]));
         UNROLL for (int m = 0; m < mr; m++) acc[m] = _mm256_fmadd_ps(
             wv, _mm256_loadu_ps(x + (size_t)m * ldx + xk + 8 * i), acc[m]);
     }
