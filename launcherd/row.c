@@ -141,6 +141,15 @@ static void note_tokens(struct launcher *l, struct rs_table_ref ref, uint32_t n_
         d->entries[d->n_entries++] = (struct rs_wire_door_tok){ref.index, ref.gen, n_generated};
 }
 
+/* The first output's time, set once by whichever launcher gets there (a replacement too). */
+static void mark_first_token(struct rs_pipe_req *r, uint32_t k)
+{
+    uint64_t zero = 0;
+    if (k == 0)
+        atomic_compare_exchange_strong_explicit(&r->first_token_ns, &zero, rs_clock_ns(),
+                                                memory_order_relaxed, memory_order_relaxed);
+}
+
 /* The list already holds output k: report that token and re-apply the stop rules. */
 static int keep(struct launcher *l, uint64_t batch_id, struct rs_table_ref ref,
                 struct rs_pipe_req *r, uint32_t k, uint32_t pos, uint32_t len,
@@ -152,6 +161,7 @@ static int keep(struct launcher *l, uint64_t batch_id, struct rs_table_ref ref,
         return 0;
     rs_counter_add(&metrics(l)->counter[RS_M_LAU_REDONE], 1);
     rs_log_req(RS_LOG_INFO, r->handle, batch_id, "output %u was already appended: kept", k);
+    mark_first_token(r, k);
     apply_stop(l, batch_id, r, tok, k);
     row->token = tok;
     note_tokens(l, ref, len - r->n_prompt);
@@ -195,11 +205,12 @@ int launcher_row(struct launcher *l, uint64_t batch_id, const struct rs_pipe_bat
     if (rc != RS_OK)
         return 0;
     RS_FAILPOINT("launcher.row.after_append");
-    if (k == 0) {
-        uint64_t zero = 0;
-        atomic_compare_exchange_strong_explicit(&r->first_token_ns, &zero, rs_clock_ns(),
-                                                memory_order_relaxed, memory_order_relaxed);
-    }
+    /* Stopped here and replaced, a zombie must write nothing more: the batch's other rows are
+     * fenced by run_batch, but this row's stop rules and first-token time come after the
+     * append (redone by the replacement, which reads the token in the list). */
+    if (!rs_role_current(l->p->role))
+        return 0;
+    mark_first_token(r, k);
     rs_counter_add(&metrics(l)->counter[RS_M_LAU_SAMPLED], 1);
     apply_stop(l, batch_id, r, tok, k);
     row->token = tok;
