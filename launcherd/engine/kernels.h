@@ -132,7 +132,7 @@ void kern_rope_apply(float *x, uint32_t c0, uint32_t c1, uint32_t head_dim, uint
 
 /*
  * g[i] = silu(g[i]) * u[i], n values (SwiGLU). The AVX2 variant uses its own
- * vector e^x (kernels_avx2.c, within 1 ulp of e^x), the portable one libm's
+ * vector e^x (attn_avx2.c, within 1 ulp of e^x), the portable one libm's
  * expf; each is one fixed function per element.
  */
 void kern_swiglu(enum kern_isa isa, float *g, const float *u, uint32_t n);

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * AVX2 + FMA kernels of the row-local and attention ops: paged attention
+ * for one query row (scores, softmax, weighted values, each reduction in
+ * position order), the vector e^x they share, and SwiGLU. Compiled with
+ * target attributes so the binary still runs on any x86-64.
+ */
+#include "launcherd/engine/kernels.h"
+
+#if defined(__x86_64__)
+
+#include <math.h>
+#include <string.h>
+
+#include "launcherd/engine/avx2_impl.h"
+
+/* --- attention ------------------------------------------------------------ */
+
+/* The 8-lane accumulator of dot(a, b) over n (kernels.h order), before the tree. */
+INL __m256 dot_acc(const float *a, const float *b, uint32_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    if (i < n) {
+        __m256i mask = tail_mask(n - i);
+        acc = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, mask), _mm256_maskload_ps(b + i, mask),
+                              acc);
+    }
+    return acc;
+}
+
+/*
+ * Four dot_acc at once, interleaved so the four FMA chains overlap (one
+ * chain alone waits on FMA latency); each accumulator sees the same
+ * operations dot_acc would give it.
+ */
+INL __m128 dot4(const float *q, const float *k, uint32_t hd)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const float *k1 = k + hd, *k2 = k1 + hd, *k3 = k2 + hd;
+    uint32_t i = 0;
+    for (; i + 8 <= hd; i += 8) {
+        __m256 qv = _mm256_loadu_ps(q + i);
+        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + i), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + i), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + i), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + i), a3);
+    }
+    if (i < hd) {
+        __m256i mask = tail_mask(hd - i);
+        __m256 qv = _mm256_maskload_ps(q + i, mask);
+        a0 = _mm256_fmadd_ps(qv, _mm256_maskload_ps(k + i, mask), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_maskload_ps(k1 + i, mask), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_maskload_ps(k2 + i, mask), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_maskload_ps(k3 + i, mask), a3);
+    }
+    return hsum4(a0, a1, a2, a3);
+}
+
+/* Scores of query q against the n keys at k (rows of hd floats), 4 at a time through hsum4. */
+INL void scores_block(const float *q, const float *k, uint32_t n, uint32_t hd, float scale,
+                      float *out)
+{
+    uint32_t j = 0;
+    __m128 sc = _mm_set1_ps(scale);
+    for (; j + 4 <= n; j += 4)
+        _mm_storeu_ps(out + j, _mm_mul_ps(dot4(q, k + (size_t)j * hd, hd), sc));
+    for (; j < n; j++)
+        out[j] = hsum1(dot_acc(q, k + (size_t)j * hd, hd)) * scale;
+}
+
+/*
+ * e^x for 8 lanes: Cephes-style range reduction x = n ln2 + r, a degree-6
+ * polynomial for e^r, then 2^n through the exponent bits. Within 1 ulp of
+ * the correctly rounded e^x for x in [-87, 88] (measured on a 1e-4 grid);
+ * below -88.37 it gives 0, above +88.37 it saturates near 2.4e38 (never inf).
+ * One fixed function of x, so a lane's result never depends on its
+ * neighbours or on where a tail was padded.
+ */
+INL __m256 exp8(__m256 x)
+{
+    x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
+    x = _mm256_max_ps(x, _mm256_set1_ps(-88.3762626647949f));
+    __m256 fx = _mm256_floor_ps(
+        _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), x);
+    y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
+    __m256i n = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+}
+
+/* Loads lanes [0, n) of p (n < 8), the rest `fill`. */
+INL __m256 load_part(const float *p, uint32_t n, float fill)
+{
+    float t[8] = {fill, fill, fill, fill, fill, fill, fill, fill};
+    memcpy(t, p, n * sizeof(float));
+    return _mm256_loadu_ps(t);
+}
+
+INL void store_part(float *p, __m256 v, uint32_t n)
+{
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    memcpy(p, t, n * sizeof(float));
+}
+
+/* Softmax of s[0..n) in place; the sum runs in 8 position-strided lanes and the fixed tree. */
+TGT static void softmax8(float *s, uint32_t n)
+{
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    uint32_t t = 0;
+    for (; t + 8 <= n; t += 8)
+        mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + t));
+    if (t < n)
+        mx = _mm256_max_ps(mx, load_part(s + t, n - t, -INFINITY));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    __m256 m = _mm256_broadcastss_ps(m4), sum = _mm256_setzero_ps();
+    for (t = 0; t + 8 <= n; t += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + t), m));
+        _mm256_storeu_ps(s + t, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    if (t < n) { /* padded lanes hold max - max = 0 -> 1; masked out of the sum */
+        __m256 e = exp8(_mm256_sub_ps(load_part(s + t, n - t, 0.0f), m));
+        store_part(s + t, e, n - t);
+        sum = _mm256_add_ps(sum, _mm256_and_ps(e, _mm256_castsi256_ps(tail_mask(n - t))));
+    }
+    __m256 inv = _mm256_set1_ps(1.0f / hsum1(sum));
+    for (t = 0; t + 8 <= n; t += 8)
+        _mm256_storeu_ps(s + t, _mm256_mul_ps(_mm256_loadu_ps(s + t), inv));
+    for (; t < n; t++)
+        s[t] *= _mm256_cvtss_f32(inv);
+}
+
+TGT void kern_swiglu_avx2(float *g, const float *u, uint32_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(g + i);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+        __m256 silu = _mm256_div_ps(v, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
+    }
+    if (i < n) {
+        __m256 v = load_part(g + i, n - i, 0.0f);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+        __m256 r = _mm256_mul_ps(_mm256_div_ps(v, _mm256_add_ps(one, e)), load_part(u + i, n - i, 0));
+        store_part(g + i, r, n - i);
+    }
+}
+
+/*
+ * out[0..8*nv) = sum over t of p[t] * v_t, v_t at the paged positions; each
+ * element accumulates in position order in a register (nv <= 8 vectors).
+ */
+INL void pv_chunk(const struct kern_kv_layout *kv, const uint32_t *table, size_t off,
+                  uint32_t n_pos, const float *p, int nv, float *out)
+{
+    __m256 acc[8];
+    UNROLL for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+    uint32_t bs = kv->block_size, hd = kv->head_dim;
+    for (uint32_t t0 = 0; t0 < n_pos; t0 += bs) {
+        const float *v = kv->v + table[t0 / bs] * kv->block_stride + off;
+        uint32_t n = n_pos - t0 < bs ? n_pos - t0 : bs;
+        for (uint32_t t = 0; t < n; t++, v += hd) {
+            __m256 pt = _mm256_set1_ps(p[t0 + t]);
+            UNROLL for (int j = 0; j < 8; j++) if (j < nv) acc[j] =
+                _mm256_fmadd_ps(pt, _mm256_loadu_ps(v + 8 * j), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < 8; j++) if (j < nv) _mm256_storeu_ps(out + 8 * j, acc[j]);
+}
+
+/* The same for the last hd % 8 elements, one scalar FMA chain each. */
+static void pv_tail(const struct kern_kv_layout *kv, const uint32_t *table, size_t off,
+                    uint32_t n_pos, const float *p, uint32_t n_el, float *out)
+{
+    uint32_t bs = kv->block_size;
+    for (uint32_t i = 0; i < n_el; i++) {
+        float acc = 0.0f;
+        for (uint32_t t = 0; t < n_pos; t++)
+            acc = fmaf(p[t], kv->v[table[t / bs] * kv->block_stride + off +
+                                   (size_t)(t % bs) * kv->head_dim + i],
+                       acc);
+        out[i] = acc;
+    }
+}
+
+TGT void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
+                             uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                             const float *q, float *scores, float *out)
+{
+    uint32_t hd = kv->head_dim, bs = kv->block_size;
+    size_t head_off = (size_t)kv_head * bs * hd;
+    for (uint32_t t0 = 0; t0 < n_pos; t0 += bs) {
+        const float *k = kv->k + table[t0 / bs] * kv->block_stride + head_off;
+        uint32_t n = n_pos - t0 < bs ? n_pos - t0 : bs;
+        for (uint32_t g = 0; g < n_group; g++)
+            scores_block(q + (size_t)g * hd, k, n, hd, scale, scores + (size_t)g * n_pos + t0);
+    }
+    for (uint32_t g = 0; g < n_group; g++) {
+        const float *p = scores + (size_t)g * n_pos;
+        float *o = out + (size_t)g * hd;
+        softmax8(scores + (size_t)g * n_pos, n_pos);
+        uint32_t d = 0;
+        for (; d + 64 <= hd; d += 64)
+            pv_chunk(kv, table, head_off + d, n_pos, p, 8, o + d);
+        if (hd - d >= 8)
+            pv_chunk(kv, table, head_off + d, n_pos, p, (int)((hd - d) / 8), o + d);
+        d += (hd - d) / 8 * 8;
+        if (d < hd)
+            pv_tail(kv, table, head_off + d, n_pos, p, hd - d, o + d);
+    }
+}
+
+#else /* not x86-64: kernels.c never selects these */
+
+void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
+                         uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                         const float *q, float *scores, float *out)
+{
+    kern_attention_portable(kv, table, kv_head, n_group, n_pos, scale, q, scores, out);
+}
+
+void kern_swiglu_avx2(float *g, const float *u, uint32_t n)
+{
+    kern_swiglu_portable(g, u, n);
+}
+
+#endif
