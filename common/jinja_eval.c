@@ -100,6 +100,13 @@ static jv py_getattr(jst *st, const jnode *at, jv obj, const char *name, size_t 
         jv v = macro_attr(st, obj, name, len);
         if (v.t != JT_UNDEF)
             return v;
+    } else if (jv_is_num(obj) && len == 4 && (!memcmp(name, "real", 4) || !memcmp(name, "imag", 4))) {
+        if (name[0] == 'i')
+            return obj.t == JT_FLOAT ? jv_float(0.0) : jv_int(0);
+        return obj.t == JT_BOOL ? jv_int(obj.u.i) : obj;
+    } else if (jv_is_intlike(obj) && ((len == 9 && !memcmp(name, "numerator", 9)) ||
+                                      (len == 11 && !memcmp(name, "denominator", 11)))) {
+        return jv_int(len == 9 ? obj.u.i : 1);
     } else if (obj.t == JT_OBJ && obj.u.o->kind == JO_CYCLER && len == 7 &&
                memcmp(name, "current", 7) == 0) {
         return obj.u.o->items->v[obj.u.o->pos];
@@ -236,10 +243,10 @@ static jv eval_slice(jst *st, jscope *sc, const jnode *n)
     for (int64_t k = 0, i = start; k < count; k++, i += step)
         r->v[k] = l->v[i];
     r->n = (uint32_t)count;
-    if (l->kind == JL_RANGE) {
+    if (l->kind == JL_RANGE) { /* Python: range(r0 + start*rs, r0 + stop*rs, rs*step) */
         r->r0 = l->r0 + start * l->rs;
+        r->r1 = l->r0 + stop * l->rs;
         r->rs = l->rs * step;
-        r->r1 = r->r0 + count * r->rs;
     }
     jstep(st, n, (uint64_t)count / 16);
     return jv_list(r);

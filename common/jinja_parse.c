@@ -674,6 +674,8 @@ static jnode *parse_subscript(struct parser *p, jnode *node)
 static jnode *parse_call(struct parser *p, jnode *node)
 {
     jnode *n = mk(p, N_CALL, cur(p));
+    n->line = node->line; /* errors in a call point at what is called */
+    n->col = node->col;
     n->a = node;
     parse_call_args(p, n);
     return n;
