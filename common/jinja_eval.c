@@ -244,9 +244,11 @@ static jv eval_slice(jst *st, jscope *sc, const jnode *n)
         r->v[k] = l->v[i];
     r->n = (uint32_t)count;
     if (l->kind == JL_RANGE) { /* Python: range(r0 + start*rs, r0 + stop*rs, rs*step) */
-        r->r0 = l->r0 + start * l->rs;
-        r->r1 = l->r0 + stop * l->rs;
-        r->rs = l->rs * step;
+        int64_t a, b;
+        if (__builtin_mul_overflow(start, l->rs, &a) || __builtin_add_overflow(l->r0, a, &r->r0) ||
+            __builtin_mul_overflow(stop, l->rs, &b) || __builtin_add_overflow(l->r0, b, &r->r1) ||
+            __builtin_mul_overflow(l->rs, step, &r->rs))
+            jfail(st, n, RS_JINJA_ERR_UNSUPPORTED, "range bounds do not fit in 64 bits");
     }
     jstep(st, n, (uint64_t)count / 16);
     return jv_list(r);
@@ -284,6 +286,11 @@ static jv repeat(jst *st, const jnode *at, jv seq, int64_t times)
 {
     if (times < 0)
         times = 0;
+    if ((seq.t == JT_STR ? seq.n : seq.u.l->n) == 0 || times == 0) { /* nothing to repeat */
+        if (seq.t == JT_STR)
+            return seq.mk ? (jv){.t = JT_STR, .mk = 1, .u.s = ""} : JV_LIT("");
+        return jv_list(jlist_new(st, seq.u.l->kind, 0));
+    }
     if (seq.t == JT_STR) {
         if (seq.n && (uint64_t)times > st->max_output / seq.n)
             jfail(st, at, RS_JINJA_ERR_LIMIT, "string repetition would pass %zu bytes",
@@ -329,7 +336,8 @@ jv jeval_binop(jst *st, const jnode *at, int op, jv a, jv b)
         }
         if (is_seq(a) && is_seq(b) && a.u.l->kind == b.u.l->kind) {
             struct jlist *r = jlist_new(st, a.u.l->kind, a.u.l->n + b.u.l->n);
-            memcpy(r->v, a.u.l->v, a.u.l->n * sizeof(jv));
+            if (a.u.l->n)
+                memcpy(r->v, a.u.l->v, a.u.l->n * sizeof(jv));
             if (b.u.l->n)
                 memcpy(r->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(jv));
             r->n = a.u.l->n + b.u.l->n;
@@ -358,6 +366,7 @@ static int contains(jst *st, const jnode *at, jv needle, jv hay)
             jfail(st, at, RS_JINJA_ERR_TYPE, "'in <string>' requires string as left operand, not %s",
                   jv_type_name(needle));
         }
+        jstep(st, at, hay.n / 64);
         return jstr_contains(hay.u.s, hay.n, needle.u.s, needle.n);
     case JT_DICT:
         if ((needle.t == JT_LIST && needle.u.l->kind != JL_TUPLE && needle.u.l->kind != JL_ITER) ||
@@ -371,9 +380,11 @@ static int contains(jst *st, const jnode *at, jv needle, jv hay)
         uint32_t n;
         const struct jerrsave *pending;
         jv *items = jv_iter_items(st, at, hay, &n, &pending);
-        for (uint32_t i = 0; i < n; i++)
+        for (uint32_t i = 0; i < n; i++) {
+            jstep(st, at, 1);
             if (jv_eq(st, at, items[i], needle))
                 return 1;
+        }
         if (pending)
             jraise_saved(st, pending);
         return 0;

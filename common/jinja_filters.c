@@ -300,6 +300,7 @@ static void gen_slice(jst *st, struct genjob *g, jv *items, uint32_t n)
         jfail(st, g->at, RS_JINJA_ERR_VALUE, "integer division or modulo by zero");
     if (slices > (1 << 20))
         jfail(st, g->at, RS_JINJA_ERR_LIMIT, "too many slices");
+    jstep(st, g->at, (uint64_t)slices);
     int64_t per = n / slices, extra = n % slices, offset = 0;
     for (int64_t s = 0; s < slices; s++) {
         int64_t start = offset + s * per;
@@ -413,6 +414,7 @@ static jv f_title(jst *st, const jnode *at, jv v, struct jcall *c)
     jv s = soft_str(st, at, v);
     struct jbuf b;
     jbuf_init(st, &b, s.n + 4);
+    jstep(st, at, s.n / 32);
     size_t i = 0;
     while (i < s.n) {
         size_t j = i, adv;
@@ -459,6 +461,7 @@ static jv f_center(jst *st, const jnode *at, jv v, struct jcall *c)
     if (width > (int64_t)st->max_output)
         jfail(st, at, RS_JINJA_ERR_LIMIT, "center width too large");
     int64_t marg = width - len, left = marg / 2 + (marg & width & 1);
+    jstep(st, at, (uint64_t)width / 64);
     struct jbuf b;
     jbuf_init(st, &b, (size_t)(s.n + marg));
     for (int64_t i = 0; i < left; i++)
@@ -531,7 +534,7 @@ static jv f_truncate(jst *st, const jnode *at, jv v, struct jcall *c)
               (long long)length);
     if (leeway < 0)
         jfail(st, at, RS_JINJA_ERR_VALUE, "expected leeway >= 0, got %lld", (long long)leeway);
-    if ((int64_t)jstr_cplen(v.u.s, v.n) <= length + leeway)
+    if ((int64_t)jstr_cplen(v.u.s, v.n) - length <= leeway) /* len <= length + leeway, no overflow */
         return v;
     jv head = jstr_slice(st, v, 0, length - endlen, 1, 1, 1);
     if (!killwords) {
@@ -554,6 +557,7 @@ static jv f_wordcount(jst *st, const jnode *at, jv v, struct jcall *c)
     jv s = soft_str(st, at, v);
     int64_t n = 0;
     int in = 0;
+    jstep(st, at, s.n / 32);
     for (size_t i = 0; i < s.n;) {
         size_t adv;
         int w = is_word_cp(jstr_decode(s.u.s + i, s.n - i, &adv));
@@ -665,6 +669,7 @@ static jv f_list(jst *st, const jnode *at, jv v, struct jcall *c)
     (void)c;
     uint32_t n;
     jv *items = items_of(st, at, v, &n);
+    jstep(st, at, n / 16);
     struct jlist *l = jlist_new(st, JL_LIST, n);
     if (n)
         memcpy(l->v, items, n * sizeof(jv));

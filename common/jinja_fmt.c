@@ -73,7 +73,7 @@ static double real_arg(jst *st, const jnode *at, jv v, char conv)
 static void percent_number(jst *st, const jnode *at, struct jbuf *b, const char *flags,
                            int64_t width, int64_t prec, char conv, jv v)
 {
-    char cf[32], num[512];
+    char cf[32], num[1024]; /* width, precision <= 400: at most 309 + 1 + 400 + sign bytes */
     int k = snprintf(cf, sizeof(cf), "%%%s", flags);
     if (width > 400 || prec > 400)
         jfail(st, at, RS_JINJA_ERR_LIMIT, "format width or precision too large");
@@ -100,7 +100,9 @@ static void percent_number(jst *st, const jnode *at, struct jbuf *b, const char 
         snprintf(cf + k, sizeof(cf) - (size_t)k, "%c", conv);
         n = snprintf(num, sizeof(num), cf, real_arg(st, at, v, conv));
     }
-    jbuf_put(st, b, num, n > 0 ? (size_t)n : 0);
+    if (n < 0 || (size_t)n >= sizeof(num))
+        jfail(st, at, RS_JINJA_ERR_LIMIT, "formatted number too long");
+    jbuf_put(st, b, num, (size_t)n);
 }
 
 jv jstr_percent(jst *st, const jnode *at, jv fmt, jv args)
@@ -156,7 +158,8 @@ jv jstr_percent(jst *st, const jnode *at, jv fmt, jv args)
             i++;
         } else {
             for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
-                width = (width < 0 ? 0 : width) * 10 + (s[i] - '0');
+                if ((width = (width < 0 ? 0 : width) * 10 + (s[i] - '0')) > 100000)
+                    jfail(st, at, RS_JINJA_ERR_LIMIT, "format width too large");
         }
         if (i < n && s[i] == '.') {
             prec = 0;
@@ -165,7 +168,8 @@ jv jstr_percent(jst *st, const jnode *at, jv fmt, jv args)
                 i++;
             } else {
                 for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
-                    prec = prec * 10 + (s[i] - '0');
+                    if ((prec = prec * 10 + (s[i] - '0')) > 100000)
+                        jfail(st, at, RS_JINJA_ERR_LIMIT, "format precision too large");
             }
         }
         while (i < n && strchr("hlL", s[i]))
@@ -285,7 +289,7 @@ static void put_grouped(jst *st, struct jbuf *b, const char *digits, size_t len,
 
 static void format_number(jst *st, const jnode *at, struct jbuf *out, jv v, struct spec *sp)
 {
-    char type = sp->type, body[600];
+    char type = sp->type, body[1400]; /* precision <= 1000: 309 + 1 + 1000 + exponent, '%' */
     int neg = 0, n = 0;
     const char *prefix = "";
     if (type == 0 && v.t == JT_FLOAT && sp->prec < 0) {
@@ -330,7 +334,9 @@ static void format_number(jst *st, const jnode *at, struct jbuf *out, jv v, stru
         neg = signbit(f) && !isnan(f);
         char cf[48];
         snprintf(cf, sizeof(cf), "%%%s.%lld%c", sp->alt ? "#" : "", (long long)prec, t == '%' ? 'f' : t);
-        n = snprintf(body, sizeof(body) - 1, cf, fabs(f));
+        n = snprintf(body, sizeof(body) - 4, cf, fabs(f));
+        if (n < 0 || (size_t)n >= sizeof(body) - 4)
+            jfail(st, at, RS_JINJA_ERR_LIMIT, "formatted number too long");
         if (t == '%')
             body[n++] = '%';
         if (!type && !strpbrk(body, ".einf")) { /* no type + precision: keep a decimal point */

@@ -80,7 +80,7 @@ static jv m_rstrip(jst *st, const jnode *at, jv s, struct jcall *c) { return str
 /* Python's tailmatch over code points. */
 static int tailmatch(jst *st, jv s, jv sub, int64_t start, int64_t end, int suffix)
 {
-    (void)st;
+    jstep(st, NULL, s.n / 64);
     int64_t len = (int64_t)jstr_cplen(s.u.s, s.n), sublen = (int64_t)jstr_cplen(sub.u.s, sub.n);
     if (end > len)
         end = len;
@@ -174,7 +174,8 @@ static jv m_swapcase(jst *st, const jnode *at, jv s, struct jcall *c)
 
 static jv m_casefold(jst *st, const jnode *at, jv s, struct jcall *c)
 {
-    (void)at, (void)c;
+    (void)c;
+    jstep(st, at, s.n / 64);
     struct jbuf b;
     jbuf_init(st, &b, s.n + 4);
     for (size_t i = 0; i < s.n;) {
@@ -189,8 +190,9 @@ static jv m_casefold(jst *st, const jnode *at, jv s, struct jcall *c)
 }
 
 /* All code points have one of `flags` (and the string is not empty unless empty_ok). */
-static jv all_have(jv s, unsigned flags, int empty_ok)
+static jv all_have(jst *st, jv s, unsigned flags, int empty_ok)
 {
+    jstep(st, NULL, s.n / 32);
     if (!s.n)
         return jv_bool(empty_ok);
     for (size_t i = 0; i < s.n;) {
@@ -206,8 +208,8 @@ static jv all_have(jv s, unsigned flags, int empty_ok)
 #define PRED(name, flags, empty_ok)                                                           \
     static jv name(jst *st, const jnode *at, jv s, struct jcall *c)                           \
     {                                                                                         \
-        (void)st, (void)at, (void)c;                                                          \
-        return all_have(s, flags, empty_ok);                                                  \
+        (void)at, (void)c;                                                                    \
+        return all_have(st, s, flags, empty_ok);                                              \
     }
 PRED(m_isalpha, JC_ALPHA, 0)
 PRED(m_isdecimal, JC_DECIMAL, 0)
@@ -241,8 +243,9 @@ static jv m_isidentifier(jst *st, const jnode *at, jv s, struct jcall *c)
     return jv_bool(1);
 }
 
-static jv case_pred(jv s, int upper)
+static jv case_pred(jst *st, jv s, int upper)
 {
+    jstep(st, NULL, s.n / 32);
     int cased = 0;
     for (size_t i = 0; i < s.n;) {
         size_t adv;
@@ -257,18 +260,19 @@ static jv case_pred(jv s, int upper)
 
 static jv m_islower(jst *st, const jnode *at, jv s, struct jcall *c)
 {
-    (void)st, (void)at, (void)c;
-    return case_pred(s, 0);
+    (void)at, (void)c;
+    return case_pred(st, s, 0);
 }
 static jv m_isupper(jst *st, const jnode *at, jv s, struct jcall *c)
 {
-    (void)st, (void)at, (void)c;
-    return case_pred(s, 1);
+    (void)at, (void)c;
+    return case_pred(st, s, 1);
 }
 
 static jv m_istitle(jst *st, const jnode *at, jv s, struct jcall *c)
 {
-    (void)st, (void)at, (void)c;
+    (void)c;
+    jstep(st, at, s.n / 32);
     int cased = 0, prev = 0;
     for (size_t i = 0; i < s.n;) {
         size_t adv;
@@ -324,6 +328,7 @@ static jv pad(jst *st, const jnode *at, jv s, struct jcall *c, int where)
     if (width > (int64_t)st->max_output)
         jfail(st, at, RS_JINJA_ERR_LIMIT, "padding width too large");
     int64_t marg = width - len;
+    jstep(st, at, (uint64_t)width / 64);
     int64_t left = where == 0 ? marg / 2 + (marg & width & 1) : where < 0 ? 0 : marg;
     struct jbuf b;
     jbuf_init(st, &b, s.n + (size_t)marg * fill.n);
@@ -347,6 +352,7 @@ static jv m_zfill(jst *st, const jnode *at, jv s, struct jcall *c)
         return s;
     if (width > (int64_t)st->max_output)
         jfail(st, at, RS_JINJA_ERR_LIMIT, "zfill width too large");
+    jstep(st, at, (uint64_t)width / 64);
     struct jbuf b;
     jbuf_init(st, &b, (size_t)width + s.n);
     size_t off = 0;
@@ -367,6 +373,7 @@ static jv m_expandtabs(jst *st, const jnode *at, jv s, struct jcall *c)
         jfail(st, at, RS_JINJA_ERR_LIMIT, "tabsize too large");
     struct jbuf b;
     jbuf_init(st, &b, s.n + 16);
+    jstep(st, at, s.n / 32);
     int64_t col = 0;
     for (size_t i = 0; i < s.n;) {
         size_t adv;
@@ -399,6 +406,7 @@ static jv triple(jst *st, jv s, jv a, jv b, jv c3)
 
 static jv partition(jst *st, const jnode *at, jv s, struct jcall *c, int right)
 {
+    jstep(st, at, s.n / 64);
     jv sep = arg_escaped(st, s, need_str(st, at, c->a[0], "sep"));
     if (!sep.n)
         jfail(st, at, RS_JINJA_ERR_VALUE, "empty separator");

@@ -446,7 +446,7 @@ double jnum_round(double x, int64_t nd)
     if (nd > 330)
         return x;
     if (nd >= 0) {
-        char buf[400];
+        char buf[1024]; /* nd <= 330: at most 309 + 1 + 330 + sign bytes */
         snprintf(buf, sizeof(buf), "%.*f", (int)nd, x);
         return strtod(buf, NULL);
     }

@@ -867,7 +867,12 @@ static void parse_signature(struct parser *p, jnode *n)
     while (!is_op(cur(p), TO_RPAREN)) {
         if (args.n)
             expect_op(p, TO_COMMA);
+        const struct jtoken *at = cur(p);
         jnode *arg = parse_assign_target(p, 0, 1, NULL, 0);
+        for (uint32_t k = 0; k < args.n; k++)
+            if (args.v[k]->sym == arg->sym)
+                fail_at(p, at, "duplicate argument '%s' in function definition",
+                        p->t->sym_name[arg->sym]);
         if (is_op(cur(p), TO_ASSIGN)) {
             next(p);
             nv_push(p, &defs, parse_expression(p, 1));

@@ -97,7 +97,6 @@ static int in_chars(uint32_t cp, const char *chars, size_t n)
 
 jv jstr_strip(jst *st, jv s, const char *chars, size_t nchars, int have_chars, int which)
 {
-    (void)st;
     size_t a = 0, b = s.n;
     const char *p = s.u.s;
     if (which & 1)
@@ -116,6 +115,7 @@ jv jstr_strip(jst *st, jv s, const char *chars, size_t nchars, int have_chars, i
                 break;
             b = q;
         }
+    jstep(st, NULL, (a + s.n - b) / 64 * (have_chars ? nchars / 8 + 1 : 1));
     jv r = jv_str(p + a, b - a);
     r.mk = s.mk;
     return r;
@@ -236,6 +236,7 @@ static jv finish(struct jbuf *b, jv src)
 
 jv jstr_lower(jst *st, jv s)
 {
+    jstep(st, NULL, s.n / 64);
     struct jbuf b;
     jbuf_init(st, &b, s.n + 4);
     jstr_lower_into(st, &b, s.u.s, s.n);
@@ -244,6 +245,7 @@ jv jstr_lower(jst *st, jv s)
 
 jv jstr_upper(jst *st, jv s)
 {
+    jstep(st, NULL, s.n / 64);
     struct jbuf b;
     jbuf_init(st, &b, s.n + 4);
     jstr_upper_into(st, &b, s.u.s, s.n);
@@ -252,6 +254,7 @@ jv jstr_upper(jst *st, jv s)
 
 jv jstr_capitalize(jst *st, jv s)
 {
+    jstep(st, NULL, s.n / 64);
     struct jbuf b;
     jbuf_init(st, &b, s.n + 4);
     for (size_t i = 0; i < s.n;) {
@@ -268,6 +271,7 @@ jv jstr_capitalize(jst *st, jv s)
 
 jv jstr_title_py(jst *st, jv s)
 {
+    jstep(st, NULL, s.n / 64);
     struct jbuf b;
     jbuf_init(st, &b, s.n + 4);
     int prev_cased = 0;
@@ -286,6 +290,7 @@ jv jstr_title_py(jst *st, jv s)
 
 jv jstr_swapcase(jst *st, jv s)
 {
+    jstep(st, NULL, s.n / 64);
     struct jbuf b;
     jbuf_init(st, &b, s.n + 4);
     for (size_t i = 0; i < s.n;) {
@@ -496,6 +501,7 @@ static size_t line_break_at(const char *s, size_t n, size_t i)
 
 jv jstr_splitlines(jst *st, jv s, int keepends)
 {
+    jstep(st, NULL, s.n / 64);
     struct jlist *l = jlist_new(st, JL_LIST, 4);
     size_t start = 0, i = 0;
     while (i < s.n) {
@@ -538,6 +544,7 @@ int64_t jslice_adjust(int64_t len, int64_t *start, int64_t *stop, int64_t step, 
 jv jstr_slice(jst *st, jv s, int64_t start, int64_t stop, int64_t step, int have_start,
               int have_stop)
 {
+    jstep(st, NULL, s.n / 128);
     int ascii = ascii_only(s.u.s, s.n);
     int64_t len = ascii ? (int64_t)s.n : (int64_t)jstr_cplen(s.u.s, s.n);
     int64_t count = jslice_adjust(len, &start, &stop, step, have_start, have_stop);
@@ -580,7 +587,7 @@ jv jstr_slice(jst *st, jv s, int64_t start, int64_t stop, int64_t step, int have
 
 jv jstr_index(jst *st, jv s, int64_t i, int *ok)
 {
-    (void)st;
+    jstep(st, NULL, s.n / 128);
     int ascii = ascii_only(s.u.s, s.n);
     int64_t len = ascii ? (int64_t)s.n : (int64_t)jstr_cplen(s.u.s, s.n);
     if (i < 0)
@@ -621,7 +628,7 @@ static int cp_range(jv s, int64_t start, int64_t end, size_t *a, size_t *b, int6
 
 int64_t jstr_find(jst *st, jv s, jv sub, int64_t start, int64_t end, int right)
 {
-    (void)st;
+    jstep(st, NULL, s.n / 64);
     size_t a, b;
     int64_t cstart, len;
     if (!cp_range(s, start, end, &a, &b, &cstart, &len))
@@ -645,7 +652,7 @@ int64_t jstr_find(jst *st, jv s, jv sub, int64_t start, int64_t end, int right)
 
 int64_t jstr_count(jst *st, jv s, jv sub, int64_t start, int64_t end)
 {
-    (void)st;
+    jstep(st, NULL, s.n / 64);
     size_t a, b;
     int64_t cstart, len;
     if (!cp_range(s, start, end, &a, &b, &cstart, &len))

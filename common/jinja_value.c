@@ -281,6 +281,7 @@ uint64_t jv_hash(jst *st, const jnode *at, jv v)
 {
     switch (v.t) {
     case JT_STR:
+        jstep(st, at, v.n / 128);
         return hash_bytes(v.u.s, v.n);
     case JT_INT:
     case JT_BOOL:
@@ -511,7 +512,10 @@ int jv_eq(jst *st, const jnode *at, jv a, jv b)
         return 0;
     switch (a.t) {
     case JT_STR:
-        return a.n == b.n && memcmp(a.u.s, b.u.s, a.n) == 0;
+        if (a.n != b.n)
+            return 0;
+        jstep(st, at, a.n / 128);
+        return memcmp(a.u.s, b.u.s, a.n) == 0;
     case JT_NONE:
     case JT_UNDEF:
         return 1;
@@ -525,6 +529,7 @@ int jv_eq(jst *st, const jnode *at, jv a, jv b)
             return 0;
         if (++st->vdepth > MAX_VDEPTH)
             jfail(st, at, RS_JINJA_ERR_LIMIT, "value nested too deeply");
+        jstep(st, at, x->n);
         int eq = 1;
         for (uint32_t i = 0; i < x->n && eq; i++)
             eq = jv_eq(st, at, x->v[i], y->v[i]);
@@ -539,6 +544,7 @@ int jv_eq(jst *st, const jnode *at, jv a, jv b)
             return 0;
         if (++st->vdepth > MAX_VDEPTH)
             jfail(st, at, RS_JINJA_ERR_LIMIT, "value nested too deeply");
+        jstep(st, at, x->n);
         int eq = 1;
         for (uint32_t i = 0; i < x->n && eq; i++) {
             jv *o = jdict_get(st, at, y, x->kv[i].k);
@@ -569,6 +575,7 @@ int jv_cmp(jst *st, const jnode *at, jv a, jv b, const char *opname)
         return num_cmp(a, b);
     if (a.t == JT_STR && b.t == JT_STR) {
         size_t m = a.n < b.n ? a.n : b.n;
+        jstep(st, at, m / 128);
         int c = m ? memcmp(a.u.s, b.u.s, m) : 0;
         return c < 0 ? -1 : c > 0 ? 1 : a.n < b.n ? -1 : a.n > b.n;
     }
@@ -578,6 +585,7 @@ int jv_cmp(jst *st, const jnode *at, jv a, jv b, const char *opname)
         uint32_t m = x->n < y->n ? x->n : y->n;
         if (++st->vdepth > MAX_VDEPTH)
             jfail(st, at, RS_JINJA_ERR_LIMIT, "value nested too deeply");
+        jstep(st, at, m);
         for (uint32_t i = 0; i < m; i++)
             if (!jv_eq(st, at, x->v[i], y->v[i])) {
                 int r = jv_cmp(st, at, x->v[i], y->v[i], opname);
@@ -597,6 +605,7 @@ int64_t jv_len(jst *st, const jnode *at, jv v)
 {
     switch (v.t) {
     case JT_STR:
+        jstep(st, at, v.n / 128);
         return (int64_t)jstr_cplen(v.u.s, v.n);
     case JT_LIST:
         if (v.u.l->kind != JL_ITER)
@@ -632,6 +641,7 @@ jv *jv_iter_items(jst *st, const jnode *at, jv v, uint32_t *n, const struct jerr
         return l->v;
     }
     case JT_DICT: {
+        jstep(st, at, v.u.d->n / 16);
         jv *keys = ja_alloc(&st->ar, (v.u.d->n + 1) * sizeof(jv));
         for (uint32_t i = 0; i < v.u.d->n; i++)
             keys[i] = v.u.d->kv[i].k;
@@ -640,6 +650,7 @@ jv *jv_iter_items(jst *st, const jnode *at, jv v, uint32_t *n, const struct jerr
     }
     case JT_STR: {
         size_t cps = jstr_cplen(v.u.s, v.n);
+        jstep(st, at, cps / 16);
         jv *chars = ja_alloc(&st->ar, (cps + 1) * sizeof(jv));
         size_t off = 0;
         for (size_t i = 0; i < cps; i++) {
@@ -699,6 +710,7 @@ static void repr_string(jst *st, struct jbuf *b, const char *s, size_t n)
 
 static void repr_items(jst *st, const jnode *at, struct jbuf *b, const jv *v, uint32_t n)
 {
+    jstep(st, at, n);
     for (uint32_t i = 0; i < n; i++) {
         if (i)
             jbuf_lit(st, b, ", ");

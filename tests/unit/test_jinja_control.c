@@ -178,6 +178,24 @@ static int test_output_and_memory_are_bounded(void)
     return 0;
 }
 
+/* Work that produces no output and allocates nothing is bounded by the step budget too. */
+static int test_silent_work_is_bounded(void)
+{
+    OUT("{{ 3 ** 20 * () }}|{{ '' * 100000000000 }}|{{ [] * 3 ** 20 }}", NULL, "()||[]");
+    struct jt_result r;
+    jt_run("{% set big = range(100000)|list %}{% for i in range(100000) %}{% if -1 in big %}x{% endif %}"
+           "{% endfor %}",
+           NULL, &r);
+    RS_CHECK(r.rc == RS_ERANGE && r.err.kind == RS_JINJA_ERR_LIMIT && strstr(r.err.msg, "steps"));
+    jt_free(&r);
+    jt_run("{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{% if s|length < 5 %}x{% endif %}"
+           "{% if s == s ~ '' %}{% endif %}{% endfor %}",
+           NULL, &r);
+    RS_CHECK(r.rc == RS_ERANGE && r.err.kind == RS_JINJA_ERR_LIMIT && strstr(r.err.msg, "steps"));
+    jt_free(&r);
+    return 0;
+}
+
 static int test_context_errors(void)
 {
     rs_jinja *t;
@@ -277,6 +295,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_runaway_loop_is_stopped),
     RS_TEST(test_runaway_recursion_is_stopped),
     RS_TEST(test_output_and_memory_are_bounded),
+    RS_TEST(test_silent_work_is_bounded),
     RS_TEST(test_context_errors),
     RS_TEST(test_one_template_many_threads),
 };

@@ -131,6 +131,7 @@ static int test_compile_errors_name_position(void)
     ERR("{{ a ! b }}", NULL, SYNTAX);
     ERR("{{ (1 }}", NULL, SYNTAX);
     ERR("{% macro m(a=1, b) %}{% endmacro %}", NULL, SYNTAX);
+    ERR("{% macro m(a, a) %}{% endmacro %}", NULL, SYNTAX);
     ERR("{% endfor %}", NULL, SYNTAX);
     ERR("{{ 'caf\xc3 }}", NULL, SYNTAX); /* not UTF-8 */
     return 0;
