@@ -54,12 +54,14 @@ static const char conversation[] =
     "\"people\": {\"type\": \"integer\", \"description\": \"Guests\", \"minimum\": 1}}, \"required\": [\"restaurant\", \"time\", "
     "\"people\"]}}}]}";
 
-static double now_us(void)
+static double clock_us(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
+
+static double now_us(void) { return clock_us(CLOCK_MONOTONIC); }
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -200,9 +202,9 @@ int main(int argc, char **argv)
     };
     printf("8-message tool-calling conversation (%zu bytes of JSON, 2 tools), add_generation_prompt, "
            "%d renders each, one thread\n\n", strlen(conversation), iters);
-    printf("%-46s %9s %10s %8s %9s %9s %9s\n", "template", "src bytes", "compile us", "out B",
-           "p50 us", "p99 us", "max us");
-    double worst = 0, sum50 = 0;
+    printf("%-46s %9s %10s %8s %9s %9s %9s %9s\n", "template", "src bytes", "compile us", "out B",
+           "p50 us", "p99 us", "max us", "cpu p99");
+    double worst = 0, worst_cpu = 0, sum50 = 0;
     int measured = 0;
     for (unsigned f = 0; f < nf; f++) {
         const char *name = strrchr(files[f].path, '/') ? strrchr(files[f].path, '/') + 1 : files[f].path;
@@ -244,11 +246,20 @@ int main(int argc, char **argv)
             free(out);
         }
         qsort(t, (size_t)iters, sizeof(double), cmp_d);
-        double p99 = pct(t, iters, 0.99);
-        printf("%-46.46s %9zu %10.0f %8zu %9.1f %9.1f %9.1f\n", label, files[f].len, compile_us, n,
-               pct(t, iters, 0.5), p99, t[iters - 1]);
+        double p50 = pct(t, iters, 0.5), p99 = pct(t, iters, 0.99), max = t[iters - 1];
+        for (int i = 0; i < iters; i++) {
+            double a = clock_us(CLOCK_THREAD_CPUTIME_ID);
+            rs_jinja_render(tp, &ctx, &out, &n, NULL);
+            t[i] = clock_us(CLOCK_THREAD_CPUTIME_ID) - a;
+            free(out);
+        }
+        qsort(t, (size_t)iters, sizeof(double), cmp_d);
+        double cpu99 = pct(t, iters, 0.99);
+        printf("%-46.46s %9zu %10.0f %8zu %9.1f %9.1f %9.1f %9.1f\n", label, files[f].len, compile_us,
+               n, p50, p99, max, cpu99);
         worst = p99 > worst ? p99 : worst;
-        sum50 += pct(t, iters, 0.5);
+        worst_cpu = cpu99 > worst_cpu ? cpu99 : worst_cpu;
+        sum50 += p50;
         measured++;
         rs_jinja_destroy(&tp);
     }
@@ -262,8 +273,9 @@ int main(int argc, char **argv)
     printf("\njansson parse of the conversation JSON: p50 %.1f us, p99 %.1f us\n", pct(t, iters, 0.5),
            pct(t, iters, 0.99));
     if (measured)
-        printf("render over %d templates: mean p50 %.1f us, worst p99 %.1f us (goal <= 100 us: %s)\n",
-               measured, sum50 / measured, worst, worst <= 100 ? "met" : "NOT met");
+        printf("render over %d templates: mean p50 %.1f us, worst p99 %.1f us wall, %.1f us CPU "
+               "(goal <= 100 us: %s)\n",
+               measured, sum50 / measured, worst, worst_cpu, worst <= 100 ? "met" : "NOT met");
     double load[3];
     if (getloadavg(load, 3) == 3)
         printf("load average %.2f %.2f %.2f (a shared host inflates the tail)\n", load[0], load[1], load[2]);
