@@ -117,6 +117,15 @@ static void unpack(jst *st, jscope *sc, const jnode *target, jv v)
         assign(st, sc, target->l1[i], items[i]);
 }
 
+/* The namespace an ns.attr target names; Jinja checks it before evaluating the value. */
+static struct jns *ns_target(jst *st, jscope *sc, const jnode *target)
+{
+    jv ns = jscope_lookup(st, sc, target->sym, target);
+    if (ns.t != JT_NS)
+        jfail(st, target, RS_JINJA_ERR_RUNTIME, "cannot assign attribute on non-namespace object");
+    return ns.u.ns;
+}
+
 static void assign(jst *st, jscope *sc, const jnode *target, jv v)
 {
     if (target->k == N_NAME) {
@@ -124,11 +133,7 @@ static void assign(jst *st, jscope *sc, const jnode *target, jv v)
     } else if (target->k == N_TUPLE) {
         unpack(st, sc, target, v);
     } else { /* N_NSREF */
-        jv ns = jscope_lookup(st, sc, target->sym, target);
-        if (ns.t != JT_NS)
-            jfail(st, target, RS_JINJA_ERR_RUNTIME,
-                  "cannot assign attribute on non-namespace object");
-        jdict_set(st, target, &ns.u.ns->d, target->val, v);
+        jdict_set(st, target, &ns_target(st, sc, target)->d, target->val, v);
     }
 }
 
@@ -323,16 +328,25 @@ static int exec_stmt(jst *st, jscope *sc, const jnode *n)
     case N_FOR:
         return run_loop(st, sc, n, jeval(st, sc, n->b), 0);
     case N_SET:
-        assign(st, sc, n->a, jeval(st, sc, n->b));
+        if (n->a->k == N_NSREF) {
+            struct jns *ns = ns_target(st, sc, n->a);
+            jdict_set(st, n->a, &ns->d, n->a->val, jeval(st, sc, n->b));
+        } else {
+            assign(st, sc, n->a, jeval(st, sc, n->b));
+        }
         return 0;
     case N_SETBLOCK: {
         jscope *bs = jscope_new(st, sc);
         v = capture(st, bs, n->l1, n->n1, &ctl);
         if (ctl)
             return ctl;
+        struct jns *ns = n->a->k == N_NSREF ? ns_target(st, sc, n->a) : NULL;
         if (n->b)
             v = jeval_filter_chain(st, bs, n->b, v);
-        assign(st, sc, n->a, v);
+        if (ns)
+            jdict_set(st, n->a, &ns->d, n->a->val, v);
+        else
+            assign(st, sc, n->a, v);
         return 0;
     }
     case N_MACRO: {

@@ -79,6 +79,8 @@ static int test_set_in_loop_does_not_outlive_iteration(void)
     const char *v = "{\"messages\": [{\"role\": \"user\"}]}";
     OUT("{% set messages = messages + [{'role': 'x'}] %}{{ messages|length }}", v, "2");
     ERR_AT("{% set d = {} %}{% set d.x = 1 %}", NULL, RUNTIME, 1, 24, "non-namespace");
+    ERR("{% set d = {} %}{% set d.x = undefined_thing.y %}", NULL, RUNTIME); /* target checked first */
+    ERR("{% set ns = namespace() %}{% set ns.x = undefined_thing.y %}", NULL, UNDEFINED);
     return 0;
 }
 
