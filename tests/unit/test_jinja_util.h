@@ -43,7 +43,7 @@ static inline void jt_run_lim(const char *tmpl, const char *vars, const struct r
         return;
     r->compiled = 1;
     json_error_t je;
-    json_t *v = vars ? json_loads(vars, 0, &je) : json_object();
+    json_t *v = vars ? json_loads(vars, JSON_ALLOW_NUL, &je) : json_object();
     if (!v) {
         fprintf(stderr, "bad test JSON: %s\n", je.text);
         abort();
