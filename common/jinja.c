@@ -72,6 +72,10 @@ static void compile_arena_fail(void *ctx, int oom)
 
 rs_err rs_jinja_compile(const char *src, size_t len, rs_jinja **out, struct rs_jinja_error *err)
 {
+    if (!out || (!src && len)) {
+        set_error(err, RS_JINJA_ERR_INPUT, 0, 0, "no template given", 17);
+        return RS_EINVAL;
+    }
     *out = NULL;
     if (len > MAX_TEMPLATE) {
         set_error(err, RS_JINJA_ERR_LIMIT, 0, 0, "template larger than 16 MiB", 27);
@@ -200,6 +204,10 @@ static void run(jst *st, const struct rs_jinja_ctx *ctx)
 rs_err rs_jinja_render(const rs_jinja *t, const struct rs_jinja_ctx *ctx, char **out,
                        size_t *out_len, struct rs_jinja_error *err)
 {
+    if (!t || !ctx || !out || !out_len) {
+        set_error(err, RS_JINJA_ERR_INPUT, 0, 0, "no template or context given", 28);
+        return RS_EINVAL;
+    }
     *out = NULL;
     *out_len = 0;
     struct render *r = calloc(1, sizeof(*r));
