@@ -202,8 +202,8 @@ int main(int argc, char **argv)
     };
     printf("8-message tool-calling conversation (%zu bytes of JSON, 2 tools), add_generation_prompt, "
            "%d renders each, one thread\n\n", strlen(conversation), iters);
-    printf("%-46s %9s %10s %8s %9s %9s %9s %9s\n", "template", "src bytes", "compile us", "out B",
-           "p50 us", "p99 us", "max us", "cpu p99");
+    printf("%-46s %9s %10s %8s %7s %7s %9s %9s %9s %9s\n", "template", "src bytes", "compile us",
+           "out B", "steps", "KiB", "p50 us", "p99 us", "max us", "cpu p99");
     double worst = 0, worst_cpu = 0, sum50 = 0;
     int measured = 0;
     for (unsigned f = 0; f < nf; f++) {
@@ -233,6 +233,11 @@ int main(int argc, char **argv)
             }
         }
         free(out);
+        struct rs_jinja_stats stats;
+        ctx.stats = &stats;
+        rs_jinja_render(tp, &ctx, &out, &n, NULL);
+        free(out);
+        ctx.stats = NULL;
         char label[64];
         snprintf(label, sizeof(label), "%.42s%s", name, shape ? " (s)" : "");
         for (int i = 0; i < iters / 10; i++) { /* warm up caches and the allocator */
@@ -255,8 +260,8 @@ int main(int argc, char **argv)
         }
         qsort(t, (size_t)iters, sizeof(double), cmp_d);
         double cpu99 = pct(t, iters, 0.99);
-        printf("%-46.46s %9zu %10.0f %8zu %9.1f %9.1f %9.1f %9.1f\n", label, files[f].len, compile_us,
-               n, p50, p99, max, cpu99);
+        printf("%-46.46s %9zu %10.0f %8zu %7llu %7zu %9.1f %9.1f %9.1f %9.1f\n", label, files[f].len,
+               compile_us, n, (unsigned long long)stats.steps, stats.memory / 1024, p50, p99, max, cpu99);
         worst = p99 > worst ? p99 : worst;
         worst_cpu = cpu99 > worst_cpu ? cpu99 : worst_cpu;
         sum50 += p50;

@@ -238,6 +238,8 @@ rs_err rs_jinja_render(const rs_jinja *t, const struct rs_jinja_ctx *ctx, char *
     if (setjmp(jb)) {
         rs_err rc = r->oom ? RS_ENOMEM
                     : st->ekind == RS_JINJA_ERR_LIMIT ? RS_ERANGE : RS_EINVAL;
+        if (ctx->stats)
+            *ctx->stats = (struct rs_jinja_stats){st->steps, st->ar.used, 0};
         set_error(err, st->ekind, st->eline, st->ecol, st->emsg, st->emsg_len);
         free(st->root.p);
         ja_release(&st->ar);
@@ -247,6 +249,8 @@ rs_err rs_jinja_render(const rs_jinja *t, const struct rs_jinja_ctx *ctx, char *
     run(st, ctx);
     *out = st->root.p;
     *out_len = st->root.n;
+    if (ctx->stats)
+        *ctx->stats = (struct rs_jinja_stats){st->steps, st->ar.used, st->root.n};
     ja_release(&st->ar);
     free(r);
     if (err)

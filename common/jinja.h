@@ -72,6 +72,13 @@ struct rs_jinja_limits {
     unsigned max_depth;
 };
 
+/* What one render used (filled on success and on failure), to compare with the limits. */
+struct rs_jinja_stats {
+    uint64_t steps;  /* counted as for max_steps */
+    size_t memory;   /* bytes allocated, as for max_memory */
+    size_t output;   /* bytes of rendered text (0 on failure) */
+};
+
 /*
  * One request's variables, all borrowed for the duration of the call.
  *   messages              JSON array of message objects (required), passed as
@@ -87,6 +94,7 @@ struct rs_jinja_limits {
  *   now                   the time strftime_now formats (naive, as Python's
  *                         datetime), or NULL for the local clock at that call
  *   limits                NULL for the defaults
+ *   stats                 NULL, or filled with what the render used
  */
 struct rs_jinja_ctx {
     const json_t *messages;
@@ -98,6 +106,7 @@ struct rs_jinja_ctx {
     const char *eos_token;
     const struct tm *now;
     const struct rs_jinja_limits *limits;
+    struct rs_jinja_stats *stats;
 };
 
 /*

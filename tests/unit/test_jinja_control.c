@@ -199,6 +199,28 @@ static int test_silent_work_is_bounded(void)
     return 0;
 }
 
+static int test_stats_report_what_a_render_used(void)
+{
+    const char *src = "{% for m in messages %}{{ m.content ~ '!' }}{% endfor %}";
+    rs_jinja *t;
+    RS_CHECK(rs_jinja_compile(src, strlen(src), &t, NULL) == RS_OK);
+    json_error_t je;
+    json_t *msgs = json_loads("[{\"content\": \"a\"}, {\"content\": \"b\"}]", 0, &je);
+    struct rs_jinja_stats s = {0};
+    struct rs_jinja_ctx ctx = {.messages = msgs, .stats = &s};
+    char *out;
+    size_t n;
+    RS_CHECK(rs_jinja_render(t, &ctx, &out, &n, NULL) == RS_OK && n == 4 && !memcmp(out, "a!b!", 4));
+    RS_CHECK(s.output == 4 && s.steps >= 8 && s.steps < 100 && s.memory > 0);
+    free(out);
+    struct rs_jinja_limits lim = {.max_steps = 5};
+    ctx.limits = &lim;
+    RS_CHECK(rs_jinja_render(t, &ctx, &out, &n, NULL) == RS_ERANGE && s.output == 0 && s.steps > 5);
+    json_decref(msgs);
+    rs_jinja_destroy(&t);
+    return 0;
+}
+
 static int test_context_errors(void)
 {
     rs_jinja *t;
@@ -299,6 +321,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_runaway_recursion_is_stopped),
     RS_TEST(test_output_and_memory_are_bounded),
     RS_TEST(test_silent_work_is_bounded),
+    RS_TEST(test_stats_report_what_a_render_used),
     RS_TEST(test_context_errors),
     RS_TEST(test_one_template_many_threads),
 };
