@@ -142,6 +142,85 @@ static unsigned load_dir(struct tfile *t)
     return n;
 }
 
+/* The conversation, and the same exchange in the OpenAI wire shape (string arguments, null content). */
+static json_t *openai_shape(const json_t *conv)
+{
+    json_t *c = json_deep_copy(conv);
+    json_t *msg = json_array_get(json_object_get(c, "messages"), 2);
+    json_t *fn = json_object_get(json_array_get(json_object_get(msg, "tool_calls"), 0), "function");
+    char *args = json_dumps(json_object_get(fn, "arguments"), JSON_COMPACT);
+    json_object_set_new(fn, "arguments", json_string(args));
+    free(args);
+    json_object_set_new(msg, "content", json_null());
+    return c;
+}
+
+struct result {
+    double p50, p99, cpu99;
+};
+
+/* Compiles, finds a conversation shape the template accepts, times renders; 0 if it refuses. */
+static int measure(const struct tfile *f, struct rs_jinja_ctx *ctx, const json_t *conv,
+                   const json_t *conv_s, int iters, double *t, struct result *res)
+{
+    const char *name = strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path;
+    rs_jinja *tp;
+    struct rs_jinja_error err = {0};
+    double c0 = now_us();
+    if (rs_jinja_compile(f->src, f->len, &tp, &err) != RS_OK) {
+        printf("%-46.46s compile error: %s\n", name, err.msg);
+        rs_jinja_error_fini(&err);
+        return 0;
+    }
+    double compile_us = now_us() - c0;
+    char *out;
+    size_t n = 0;
+    int shape = 0;
+    ctx->messages = json_object_get(conv, "messages");
+    if (rs_jinja_render(tp, ctx, &out, &n, &err) != RS_OK) {
+        ctx->messages = json_object_get(conv_s, "messages");
+        shape = 1;
+        if (rs_jinja_render(tp, ctx, &out, &n, &err) != RS_OK) {
+            printf("%-46.46s refuses this conversation: %s error: %.60s\n", name,
+                   rs_jinja_errkind_name(err.kind), err.msg);
+            rs_jinja_error_fini(&err);
+            rs_jinja_destroy(&tp);
+            return 0;
+        }
+    }
+    free(out);
+    struct rs_jinja_stats stats;
+    ctx->stats = &stats;
+    rs_jinja_render(tp, ctx, &out, &n, NULL);
+    free(out);
+    ctx->stats = NULL;
+    for (int i = 0; i < iters / 10; i++) { /* warm up caches and the allocator */
+        rs_jinja_render(tp, ctx, &out, &n, NULL);
+        free(out);
+    }
+    for (int pass = 0; pass < 2; pass++) { /* wall clock, then the thread's CPU time */
+        clockid_t id = pass ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+        for (int i = 0; i < iters; i++) {
+            double a = clock_us(id);
+            rs_jinja_render(tp, ctx, &out, &n, NULL);
+            t[i] = clock_us(id) - a;
+            free(out);
+        }
+        qsort(t, (size_t)iters, sizeof(double), cmp_d);
+        if (pass)
+            res->cpu99 = pct(t, iters, 0.99);
+        else
+            res->p50 = pct(t, iters, 0.5), res->p99 = pct(t, iters, 0.99);
+    }
+    double max = t[iters - 1];
+    char label[64];
+    snprintf(label, sizeof(label), "%.42s%s", name, shape ? " (s)" : "");
+    printf("%-46.46s %9zu %10.0f %8zu %7llu %7zu %9.1f %9.1f %9.1f %9.1f\n", label, f->len, compile_us,
+           n, (unsigned long long)stats.steps, stats.memory / 1024, res->p50, res->p99, max, res->cpu99);
+    rs_jinja_destroy(&tp);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     int iters = 2000, top = 0;
@@ -157,8 +236,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (iters < 10)
-        iters = 10;
+    iters = iters < 10 ? 10 : iters;
     static struct tfile files[MAX_T];
     unsigned nf = 0;
     for (int i = optind; i < argc && nf < MAX_T; i++) {
@@ -167,39 +245,22 @@ int main(int argc, char **argv)
         if (src)
             files[nf++] = (struct tfile){strdup(argv[i]), src, len};
     }
-    if (!nf)
-        nf = load_dir(files);
-    if (!nf)
+    if (!nf && !(nf = load_dir(files)))
         return 0; /* nothing to measure: said why */
     qsort(files, nf, sizeof(files[0]), by_size_desc);
     if (top > 0 && (unsigned)top < nf)
         nf = (unsigned)top;
-
     json_error_t je;
     json_t *conv = json_loads(conversation, 0, &je);
     if (!conv) {
         fprintf(stderr, "bench_template: conversation: %s\n", je.text);
         return 1;
     }
-    /* the same exchange in the OpenAI wire shape */
-    json_t *conv_s = json_deep_copy(conv);
-    json_t *call = json_array_get(json_object_get(json_array_get(json_object_get(conv_s, "messages"), 2),
-                                                  "tool_calls"), 0);
-    json_t *fn = json_object_get(call, "function");
-    char *args = json_dumps(json_object_get(fn, "arguments"), JSON_COMPACT);
-    json_object_set_new(fn, "arguments", json_string(args));
-    free(args);
-    json_object_set_new(json_array_get(json_object_get(conv_s, "messages"), 2), "content", json_null());
+    json_t *conv_s = openai_shape(conv);
     double *t = malloc(sizeof(double) * (size_t)iters);
     struct tm date = {.tm_year = 126, .tm_mon = 0, .tm_mday = 15, .tm_wday = 4, .tm_yday = 14};
-    struct rs_jinja_ctx ctx = {
-        .messages = json_object_get(conv, "messages"),
-        .tools = json_object_get(conv, "tools"),
-        .add_generation_prompt = 1,
-        .bos_token = "<s>",
-        .eos_token = "</s>",
-        .now = &date,
-    };
+    struct rs_jinja_ctx ctx = {.tools = json_object_get(conv, "tools"), .add_generation_prompt = 1,
+                               .bos_token = "<s>", .eos_token = "</s>", .now = &date};
     printf("8-message tool-calling conversation (%zu bytes of JSON, 2 tools), add_generation_prompt, "
            "%d renders each, one thread\n\n", strlen(conversation), iters);
     printf("%-46s %9s %10s %8s %7s %7s %9s %9s %9s %9s\n", "template", "src bytes", "compile us",
@@ -207,66 +268,13 @@ int main(int argc, char **argv)
     double worst = 0, worst_cpu = 0, sum50 = 0;
     int measured = 0;
     for (unsigned f = 0; f < nf; f++) {
-        const char *name = strrchr(files[f].path, '/') ? strrchr(files[f].path, '/') + 1 : files[f].path;
-        rs_jinja *tp;
-        struct rs_jinja_error err = {0};
-        double c0 = now_us();
-        if (rs_jinja_compile(files[f].src, files[f].len, &tp, &err) != RS_OK) {
-            printf("%-46.46s compile error: %s\n", name, err.msg);
-            rs_jinja_error_fini(&err);
+        struct result r = {0, 0, 0};
+        if (!measure(&files[f], &ctx, conv, conv_s, iters, t, &r))
             continue;
-        }
-        double compile_us = now_us() - c0;
-        char *out;
-        size_t n = 0;
-        int shape = 0;
-        ctx.messages = json_object_get(conv, "messages");
-        if (rs_jinja_render(tp, &ctx, &out, &n, &err) != RS_OK) {
-            ctx.messages = json_object_get(conv_s, "messages");
-            shape = 1;
-            if (rs_jinja_render(tp, &ctx, &out, &n, &err) != RS_OK) {
-                printf("%-46.46s refuses this conversation: %s error: %.60s\n", name,
-                       rs_jinja_errkind_name(err.kind), err.msg);
-                rs_jinja_error_fini(&err);
-                rs_jinja_destroy(&tp);
-                continue;
-            }
-        }
-        free(out);
-        struct rs_jinja_stats stats;
-        ctx.stats = &stats;
-        rs_jinja_render(tp, &ctx, &out, &n, NULL);
-        free(out);
-        ctx.stats = NULL;
-        char label[64];
-        snprintf(label, sizeof(label), "%.42s%s", name, shape ? " (s)" : "");
-        for (int i = 0; i < iters / 10; i++) { /* warm up caches and the allocator */
-            rs_jinja_render(tp, &ctx, &out, &n, NULL);
-            free(out);
-        }
-        for (int i = 0; i < iters; i++) {
-            double a = now_us();
-            rs_jinja_render(tp, &ctx, &out, &n, NULL);
-            t[i] = now_us() - a;
-            free(out);
-        }
-        qsort(t, (size_t)iters, sizeof(double), cmp_d);
-        double p50 = pct(t, iters, 0.5), p99 = pct(t, iters, 0.99), max = t[iters - 1];
-        for (int i = 0; i < iters; i++) {
-            double a = clock_us(CLOCK_THREAD_CPUTIME_ID);
-            rs_jinja_render(tp, &ctx, &out, &n, NULL);
-            t[i] = clock_us(CLOCK_THREAD_CPUTIME_ID) - a;
-            free(out);
-        }
-        qsort(t, (size_t)iters, sizeof(double), cmp_d);
-        double cpu99 = pct(t, iters, 0.99);
-        printf("%-46.46s %9zu %10.0f %8zu %7llu %7zu %9.1f %9.1f %9.1f %9.1f\n", label, files[f].len,
-               compile_us, n, (unsigned long long)stats.steps, stats.memory / 1024, p50, p99, max, cpu99);
-        worst = p99 > worst ? p99 : worst;
-        worst_cpu = cpu99 > worst_cpu ? cpu99 : worst_cpu;
-        sum50 += p50;
+        worst = r.p99 > worst ? r.p99 : worst;
+        worst_cpu = r.cpu99 > worst_cpu ? r.cpu99 : worst_cpu;
+        sum50 += r.p50;
         measured++;
-        rs_jinja_destroy(&tp);
     }
     for (int i = 0; i < iters; i++) {
         double a = now_us();

@@ -105,6 +105,103 @@ static void percent_number(jst *st, const jnode *at, struct jbuf *b, const char 
     jbuf_put(st, b, num, (size_t)n);
 }
 
+struct pspec {
+    jv val; /* the %(key) value, or JT_MISSING: the next positional argument */
+    char flags[8];
+    int64_t width, prec;
+    char conv;
+};
+
+static int64_t digits_bounded(jst *st, const jnode *at, const char *s, size_t n, size_t *i,
+                              int64_t start, const char *what)
+{
+    int64_t v = start;
+    for (; *i < n && s[*i] >= '0' && s[*i] <= '9'; (*i)++)
+        if ((v = (v < 0 ? 0 : v) * 10 + (s[*i] - '0')) > 100000)
+            jfail(st, at, RS_JINJA_ERR_LIMIT, "format %s too large", what);
+    return v;
+}
+
+/* One conversion after '%' at s[i]: key, flags, width, precision, length, type. */
+static size_t parse_percent(jst *st, const jnode *at, const char *s, size_t n, size_t i,
+                            struct pargs *a, struct pspec *o, int *used_map)
+{
+    memset(o, 0, sizeof(*o));
+    o->width = o->prec = -1;
+    if (s[i] == '(') {
+        if (!a->map)
+            jfail(st, at, RS_JINJA_ERR_TYPE, "format requires a mapping");
+        size_t k = ++i;
+        int depth = 1;
+        while (i < n && (s[i] != ')' || --depth))
+            depth += s[i++] == '(';
+        if (i >= n)
+            jfail(st, at, RS_JINJA_ERR_VALUE, "incomplete format key");
+        jv *p = jdict_get_str(a->map, s + k, i - k);
+        if (!p)
+            jfail(st, at, RS_JINJA_ERR_VALUE, "KeyError: '%.*s'", (int)(i - k), s + k);
+        o->val = *p;
+        *used_map = 1;
+        i++;
+    }
+    int nf = 0;
+    while (i < n && strchr("-+ #0", s[i]) && nf < 6)
+        o->flags[nf++] = s[i++];
+    if (i < n && s[i] == '*') {
+        o->width = star_arg(st, at, a);
+        i++;
+    } else {
+        o->width = digits_bounded(st, at, s, n, &i, -1, "width");
+    }
+    if (i < n && s[i] == '.') {
+        if (++i < n && s[i] == '*') {
+            o->prec = star_arg(st, at, a);
+            i++;
+        } else {
+            o->prec = digits_bounded(st, at, s, n, &i, 0, "precision");
+        }
+    }
+    while (i < n && strchr("hlL", s[i]))
+        i++;
+    if (i >= n)
+        jfail(st, at, RS_JINJA_ERR_VALUE, "incomplete format");
+    o->conv = s[i];
+    return i;
+}
+
+static void emit_percent(jst *st, const jnode *at, struct jbuf *b, const struct pspec *o)
+{
+    int left = strchr(o->flags, '-') != NULL;
+    jv val = o->val;
+    switch (o->conv) {
+    case 's':
+    case 'r': {
+        jv t = o->conv == 's' ? jv_to_str(st, at, val) : jv_repr(st, at, val);
+        put_padded(st, b, truncated(t, o->prec), o->width, left ? '<' : '>', JV_LIT(" "));
+        return;
+    }
+    case 'c': {
+        char tmp[4];
+        jv ch;
+        if (jv_is_intlike(val) && val.u.i >= 0 && val.u.i <= 0x10FFFF &&
+            !(val.u.i >= 0xD800 && val.u.i <= 0xDFFF))
+            ch = jv_str_copy(st, tmp, rs_utf8_encode((uint32_t)val.u.i, tmp));
+        else if (val.t == JT_STR && jstr_cplen(val.u.s, val.n) == 1)
+            ch = val;
+        else
+            jfail(st, at, RS_JINJA_ERR_TYPE, "%%c requires int or char");
+        put_padded(st, b, ch, o->width, left ? '<' : '>', JV_LIT(" "));
+        return;
+    }
+    case 'a':
+        jfail(st, at, RS_JINJA_ERR_UNSUPPORTED, "%%a (ascii) formatting is not supported");
+    default:
+        if (!strchr("diuoxXeEfFgG", o->conv))
+            jfail(st, at, RS_JINJA_ERR_VALUE, "unsupported format character '%c'", o->conv);
+        percent_number(st, at, b, o->flags, o->width, o->prec, o->conv, val);
+    }
+}
+
 jv jstr_percent(jst *st, const jnode *at, jv fmt, jv args)
 {
     struct pargs a = {0};
@@ -130,90 +227,15 @@ jv jstr_percent(jst *st, const jnode *at, jv fmt, jv args)
         }
         if (++i >= n)
             jfail(st, at, RS_JINJA_ERR_VALUE, "incomplete format");
-        jv val = jv_missing();
-        if (s[i] == '(') {
-            if (!a.map)
-                jfail(st, at, RS_JINJA_ERR_TYPE, "format requires a mapping");
-            size_t k = ++i;
-            int depth = 1;
-            while (i < n && (s[i] != ')' || --depth))
-                depth += s[i++] == '(';
-            if (i >= n)
-                jfail(st, at, RS_JINJA_ERR_VALUE, "incomplete format key");
-            jv *p = jdict_get_str(a.map, s + k, i - k);
-            if (!p)
-                jfail(st, at, RS_JINJA_ERR_VALUE, "KeyError: '%.*s'", (int)(i - k), s + k);
-            val = *p;
-            used_map = 1;
-            i++;
-        }
-        char flags[8];
-        int nf = 0;
-        while (i < n && strchr("-+ #0", s[i]) && nf < 6)
-            flags[nf++] = s[i++];
-        flags[nf] = 0;
-        int64_t width = -1, prec = -1;
-        if (i < n && s[i] == '*') {
-            width = star_arg(st, at, &a);
-            i++;
-        } else {
-            for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
-                if ((width = (width < 0 ? 0 : width) * 10 + (s[i] - '0')) > 100000)
-                    jfail(st, at, RS_JINJA_ERR_LIMIT, "format width too large");
-        }
-        if (i < n && s[i] == '.') {
-            prec = 0;
-            if (++i < n && s[i] == '*') {
-                prec = star_arg(st, at, &a);
-                i++;
-            } else {
-                for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
-                    if ((prec = prec * 10 + (s[i] - '0')) > 100000)
-                        jfail(st, at, RS_JINJA_ERR_LIMIT, "format precision too large");
-            }
-        }
-        while (i < n && strchr("hlL", s[i]))
-            i++;
-        if (i >= n)
-            jfail(st, at, RS_JINJA_ERR_VALUE, "incomplete format");
-        char conv = s[i];
-        if (conv == '%') {
+        struct pspec o;
+        i = parse_percent(st, at, s, n, i, &a, &o, &used_map);
+        if (o.conv == '%') {
             jbuf_putc(st, &b, '%');
             continue;
         }
-        if (val.t == JT_MISSING)
-            val = next_arg(st, at, &a);
-        int left = strchr(flags, '-') != NULL;
-        switch (conv) {
-        case 's':
-        case 'r': {
-            jv t = conv == 's' ? jv_to_str(st, at, val) : jv_repr(st, at, val);
-            put_padded(st, &b, truncated(t, prec), width, left ? '<' : '>', JV_LIT(" "));
-            break;
-        }
-        case 'c': {
-            char tmp[4];
-            jv ch;
-            if (jv_is_intlike(val) && val.u.i >= 0 && val.u.i <= 0x10FFFF &&
-                !(val.u.i >= 0xD800 && val.u.i <= 0xDFFF)) {
-                ch = jv_str_copy(st, tmp, rs_utf8_encode((uint32_t)val.u.i, tmp));
-            } else if (val.t == JT_STR && jstr_cplen(val.u.s, val.n) == 1) {
-                ch = val;
-            } else {
-                jfail(st, at, RS_JINJA_ERR_TYPE, "%%c requires int or char");
-            }
-            put_padded(st, &b, ch, width, left ? '<' : '>', JV_LIT(" "));
-            break;
-        }
-        case 'd': case 'i': case 'u': case 'o': case 'x': case 'X':
-        case 'e': case 'E': case 'f': case 'F': case 'g': case 'G':
-            percent_number(st, at, &b, flags, width, prec, conv, val);
-            break;
-        case 'a':
-            jfail(st, at, RS_JINJA_ERR_UNSUPPORTED, "%%a (ascii) formatting is not supported");
-        default:
-            jfail(st, at, RS_JINJA_ERR_VALUE, "unsupported format character '%c'", conv);
-        }
+        if (o.val.t == JT_MISSING)
+            o.val = next_arg(st, at, &a);
+        emit_percent(st, at, &b, &o);
     }
     if (!used_map && a.i < a.n && !a.map)
         jfail(st, at, RS_JINJA_ERR_TYPE, "not all arguments converted during string formatting");
@@ -287,62 +309,72 @@ static void put_grouped(jst *st, struct jbuf *b, const char *digits, size_t len,
     }
 }
 
+/* The digits of integer u in type t ('d', 'b', 'o', 'x', 'X') into body; sets the 0x-style prefix. */
+static int int_digits(uint64_t u, char t, int alt, char *body, size_t cap, const char **prefix)
+{
+    if (t == 'b') {
+        char tmp[70];
+        int k = 0;
+        do
+            tmp[k++] = (char)('0' + (u & 1));
+        while (u >>= 1);
+        for (int j = 0; j < k; j++)
+            body[j] = tmp[k - 1 - j];
+        *prefix = alt ? "0b" : "";
+        return k;
+    }
+    *prefix = !alt ? "" : t == 'o' ? "0o" : t == 'x' ? "0x" : t == 'X' ? "0X" : "";
+    return snprintf(body, cap, t == 'o' ? "%llo" : t == 'x' ? "%llx" : t == 'X' ? "%llX" : "%llu",
+                    (unsigned long long)u);
+}
+
+/* The digits of f for type t (0: Python's default float format), no sign, into body. */
+static int float_digits(jst *st, const jnode *at, double f, char type, const struct spec *sp,
+                        char *body, size_t cap)
+{
+    if (type == 0 && sp->prec < 0) {
+        char r[32];
+        int n = (int)jnum_float_repr(fabs(f), r);
+        memcpy(body, r, (size_t)n);
+        return n;
+    }
+    char t = type ? type : 'g', cf[48];
+    int64_t prec = sp->prec < 0 ? 6 : sp->prec;
+    if (t == '%')
+        f *= 100;
+    snprintf(cf, sizeof(cf), "%%%s.%lld%c", sp->alt ? "#" : "", (long long)prec, t == '%' ? 'f' : t);
+    int n = snprintf(body, cap - 4, cf, fabs(f));
+    if (n < 0 || (size_t)n >= cap - 4)
+        jfail(st, at, RS_JINJA_ERR_LIMIT, "formatted number too long");
+    body[n] = 0;
+    if (t == '%')
+        body[n++] = '%';
+    else if (!type && !strpbrk(body, ".einf")) { /* no type, a precision: keep a decimal point */
+        body[n++] = '.';
+        body[n++] = '0';
+    }
+    return n;
+}
+
 static void format_number(jst *st, const jnode *at, struct jbuf *out, jv v, struct spec *sp)
 {
     char type = sp->type, body[1400]; /* precision <= 1000: 309 + 1 + 1000 + exponent, '%' */
-    int neg = 0, n = 0;
+    int neg, n;
     const char *prefix = "";
-    if (type == 0 && v.t == JT_FLOAT && sp->prec < 0) {
-        char r[32];
-        double f = v.u.f;
-        neg = signbit(f) && !isnan(f);
-        n = (int)jnum_float_repr(fabs(f), r);
-        memcpy(body, r, (size_t)n);
-    } else if (strchr("dboxXc", type ? type : 'd') && v.t != JT_FLOAT) {
-        int64_t i = v.u.i;
-        uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
-        neg = i < 0;
-        char t = type ? type : 'd';
-        if (t == 'c') {
+    if (v.t != JT_FLOAT && strchr("dboxXc", type ? type : 'd')) {
+        uint64_t u = v.u.i < 0 ? 0 - (uint64_t)v.u.i : (uint64_t)v.u.i;
+        neg = v.u.i < 0;
+        if (type == 'c') {
             char tmp[4];
-            size_t k = rs_utf8_encode((uint32_t)u, tmp);
-            jv ch = jv_str_copy(st, tmp, k);
+            jv ch = jv_str_copy(st, tmp, rs_utf8_encode((uint32_t)u, tmp));
             put_padded(st, out, ch, sp->width, sp->align ? sp->align : '<', sp->fill);
             return;
         }
-        if (t == 'b') {
-            char tmp[70];
-            int k = 0;
-            do
-                tmp[k++] = (char)('0' + (u & 1));
-            while (u >>= 1);
-            for (int j = 0; j < k; j++)
-                body[j] = tmp[k - 1 - j];
-            n = k;
-            prefix = sp->alt ? "0b" : "";
-        } else {
-            n = snprintf(body, sizeof(body), t == 'o' ? "%llo" : t == 'x' ? "%llx" : t == 'X' ? "%llX" : "%llu",
-                         (unsigned long long)u);
-            prefix = !sp->alt ? "" : t == 'o' ? "0o" : t == 'x' ? "0x" : t == 'X' ? "0X" : "";
-        }
+        n = int_digits(u, type ? type : 'd', sp->alt, body, sizeof(body), &prefix);
     } else if (strchr("eEfFgG%", type ? type : 'g')) {
         double f = v.t == JT_FLOAT ? v.u.f : (double)v.u.i;
-        char t = type ? type : 'g';
-        int64_t prec = sp->prec < 0 ? 6 : sp->prec;
-        if (t == '%')
-            f *= 100;
         neg = signbit(f) && !isnan(f);
-        char cf[48];
-        snprintf(cf, sizeof(cf), "%%%s.%lld%c", sp->alt ? "#" : "", (long long)prec, t == '%' ? 'f' : t);
-        n = snprintf(body, sizeof(body) - 4, cf, fabs(f));
-        if (n < 0 || (size_t)n >= sizeof(body) - 4)
-            jfail(st, at, RS_JINJA_ERR_LIMIT, "formatted number too long");
-        if (t == '%')
-            body[n++] = '%';
-        if (!type && !strpbrk(body, ".einf")) { /* no type + precision: keep a decimal point */
-            body[n++] = '.';
-            body[n++] = '0';
-        }
+        n = float_digits(st, at, f, type, sp, body, sizeof(body));
     } else {
         jfail(st, at, RS_JINJA_ERR_VALUE, "Unknown format code '%c' for object of type '%s'", type,
               jv_type_name(v));
@@ -353,23 +385,20 @@ static void format_number(jst *st, const jnode *at, struct jbuf *out, jv v, stru
     size_t intlen = 0;
     while (intlen < (size_t)n && body[intlen] >= '0' && body[intlen] <= '9')
         intlen++;
-    char t = type ? type : 'd';
-    int every = strchr("bxXo", t) ? 4 : 3;
-    put_grouped(st, &num, body, intlen, sp->group, every);
+    put_grouped(st, &num, body, intlen, sp->group, strchr("bxXo", type ? type : 'd') ? 4 : 3);
     jbuf_put(st, &num, body + intlen, (size_t)n - intlen);
     size_t pre = strlen(sign) + strlen(prefix);
-    int64_t len = (int64_t)(pre + num.n);
     if ((sp->zero && !sp->align) || sp->align == '=') {
         jv fill = sp->align == '=' ? sp->fill : JV_LIT("0");
         jbuf_put(st, out, sign, strlen(sign));
         jbuf_put(st, out, prefix, strlen(prefix));
-        for (int64_t i = len; i < sp->width; i++)
+        for (int64_t i = (int64_t)(pre + num.n); i < sp->width; i++)
             jbuf_put(st, out, fill.u.s, fill.n);
         jbuf_put(st, out, num.p, num.n);
         return;
     }
     struct jbuf all;
-    jbuf_init(st, &all, (size_t)len + 1);
+    jbuf_init(st, &all, pre + num.n + 1);
     jbuf_put(st, &all, sign, strlen(sign));
     jbuf_put(st, &all, prefix, strlen(prefix));
     jbuf_put(st, &all, num.p, num.n);
@@ -456,6 +485,40 @@ static jv field_value(jst *st, const jnode *at, const char *s, size_t n, struct 
     return v;
 }
 
+/* One replacement field s[start..end): "name.attr[key]!conv:spec", formatted into b. */
+static void replacement_field(jst *st, const jnode *at, const char *s, size_t start, size_t end,
+                              struct jcall *c, int *autonum, struct jbuf *b)
+{
+    size_t name_end = start;
+    while (name_end < end && s[name_end] != '!' && s[name_end] != ':')
+        name_end++;
+    jv v = field_value(st, at, s + start, name_end - start, c, autonum);
+    size_t p = name_end;
+    if (p < end && s[p] == '!') {
+        char conv = p + 1 < end ? s[p + 1] : 0;
+        if (conv == 'r')
+            v = jv_repr(st, at, v);
+        else if (conv == 's')
+            v = jv_to_str(st, at, v);
+        else if (conv == 'a')
+            jfail(st, at, RS_JINJA_ERR_UNSUPPORTED, "!a (ascii) conversion is not supported");
+        else
+            jfail(st, at, RS_JINJA_ERR_VALUE, "Unknown conversion specifier");
+        p += 2;
+    }
+    const char *spec = "";
+    size_t sn = 0;
+    if (p < end && s[p] == ':') {
+        spec = s + p + 1;
+        sn = end - p - 1;
+    } else if (p < end) {
+        jfail(st, at, RS_JINJA_ERR_VALUE, "expected ':' after conversion specifier");
+    }
+    if (v.t == JT_BOOL && sn == 0)
+        v = jv_to_str(st, at, v);
+    format_value(st, at, b, v, spec, sn);
+}
+
 jv jstr_format(jst *st, const jnode *at, jv fmt, struct jcall *c)
 {
     struct jbuf b;
@@ -495,34 +558,7 @@ jv jstr_format(jst *st, const jnode *at, jv fmt, struct jcall *c)
         }
         if (i >= n)
             jfail(st, at, RS_JINJA_ERR_VALUE, "expected '}' before end of string");
-        size_t end = i, name_end = start;
-        while (name_end < end && s[name_end] != '!' && s[name_end] != ':')
-            name_end++;
-        jv v = field_value(st, at, s + start, name_end - start, c, &autonum);
-        size_t p = name_end;
-        if (p < end && s[p] == '!') {
-            char conv = p + 1 < end ? s[p + 1] : 0;
-            if (conv == 'r')
-                v = jv_repr(st, at, v);
-            else if (conv == 's')
-                v = jv_to_str(st, at, v);
-            else if (conv == 'a')
-                jfail(st, at, RS_JINJA_ERR_UNSUPPORTED, "!a (ascii) conversion is not supported");
-            else
-                jfail(st, at, RS_JINJA_ERR_VALUE, "Unknown conversion specifier");
-            p += 2;
-        }
-        const char *spec = "";
-        size_t sn = 0;
-        if (p < end && s[p] == ':') {
-            spec = s + p + 1;
-            sn = end - p - 1;
-        } else if (p < end) {
-            jfail(st, at, RS_JINJA_ERR_VALUE, "expected ':' after conversion specifier");
-        }
-        if (v.t == JT_BOOL && sn == 0)
-            v = jv_to_str(st, at, v);
-        format_value(st, at, &b, v, spec, sn);
+        replacement_field(st, at, s, start, i, c, &autonum, &b);
     }
     jv r = jbuf_take(&b);
     r.mk = fmt.mk;
