@@ -204,7 +204,7 @@ json_t *gw_fmt_choice(enum gw_api api, bool chunk, uint32_t index, const char *t
 
 int gw_fmt_sse(struct gw_buf *b, json_t *obj)
 {
-    char *s = obj != NULL ? json_dumps(obj, JSON_COMPACT) : NULL;
+    char *s = obj != NULL ? json_dumps(obj, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(obj);
     if (s == NULL)
         return -1;

@@ -287,7 +287,7 @@ enum MHD_Result gw_respond_text(struct gw_req *r, int status, const char *type, 
 
 enum MHD_Result gw_respond_json(struct gw_req *r, int status, json_t *body)
 {
-    char *s = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
+    char *s = body != NULL ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
     if (body != NULL)
         json_decref(body);
     if (s == NULL)
@@ -415,12 +415,12 @@ rs_err gw_http_start(struct gw *g)
         return RS_EIO;
     g->mhd = MHD_start_daemon(
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request,
-        g, MHD_OPTION_LISTEN_SOCKET, g->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+        g, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, g, MHD_OPTION_LISTEN_SOCKET, g->listen_fd,
+        MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)g->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)g->o.idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)g->o.max_header,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, g, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        g, MHD_OPTION_URI_LOG_CALLBACK, on_uri, g, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, g,
-        MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+        g, MHD_OPTION_URI_LOG_CALLBACK, on_uri, g, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
     if (g->mhd == NULL) {
         rs_log_error("libmicrohttpd did not start on %s port %u", g->o.host, g->o.port);
         return RS_EIO;
