@@ -16,58 +16,7 @@
 
 #include "tests/integration/test_gateway_http.h"
 
-#define MODEL "stories260K.gguf"
-#define CTX 1024
-
-struct env {
-    struct rs_harness h;
-    struct gwt_gw gw;
-    char model[512];
-};
-
-#define GCHECK(cond, ...)                                                                  \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            fail = 1;                                                                      \
-            goto out;                                                                      \
-        }                                                                                  \
-    } while (0)
-
-/* The instance and a gatewayd with extra arguments (NULL-terminated list, or NULL). */
-static int up(struct env *e, const char *const *extra)
-{
-    struct rs_harness_opts o = {0};
-    memset(e, 0, sizeof(*e));
-    if (rs_test_refdata(MODEL, e->model, sizeof(e->model)) == NULL)
-        return RS_TEST_SKIP;
-    o.model = e->model;
-    o.n_ctx = CTX;
-    o.max_requests = 64;
-    if (rs_harness_start(&e->h, &o) != RS_OK)
-        return 1;
-    e->gw.h = &e->h;
-    for (int i = 0; extra != NULL && extra[i] != NULL && i < GWT_EXTRA_MAX - 1; i++)
-        e->gw.extra[i] = extra[i];
-    if (gwt_gw_start(&e->gw, 1) != 0) {
-        gwt_gw_dump(&e->gw);
-        rs_harness_stop(&e->h, 1);
-        return 1;
-    }
-    return 0;
-}
-
-static void down(struct env *e, int failed)
-{
-    if (failed) {
-        gwt_gw_dump(&e->gw);
-        rs_harness_dump_logs(&e->h, RS_PIPE_N_STAGES);
-    }
-    gwt_gw_kill(&e->gw, SIGTERM);
-    rs_harness_stop(&e->h, failed);
-}
+#define CTX GWT_CTX
 
 /* POSTs body; the parsed answer (owned) and its status, or NULL. */
 static json_t *post(struct env *e, const char *path, const char *body, const char *headers,
@@ -111,7 +60,7 @@ static int test_completion_gives_the_published_greedy_text(void)
     size_t want_len;
     int fail = 0, st;
     int rc = published_text(want, sizeof(want), &want_len);
-    if (rc != 0 || (rc = up(&e, NULL)) != 0)
+    if (rc != 0 || (rc = gwt_up(&e, NULL)) != 0)
         return rc;
     json_t *r = post(&e, "/v1/completions", "{\"model\":\"stories260K\",\"prompt\":\"\","
                      "\"max_tokens\":256,\"temperature\":0}", NULL, &st);
@@ -130,7 +79,7 @@ static int test_completion_gives_the_published_greedy_text(void)
                   "length") == 0, "%s", "finish_reason");
 out:
     json_decref(r);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
@@ -166,7 +115,7 @@ static int test_stream_chunks_add_up_to_the_completion(void)
     struct env e;
     struct gwt_resp s = {0};
     char text[8192], ctype[128];
-    int fail = 0, st, rc = up(&e, NULL);
+    int fail = 0, st, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
     const char *req = "{\"prompt\":\"Once upon a time\",\"max_tokens\":64,\"temperature\":0";
@@ -186,7 +135,7 @@ static int test_stream_chunks_add_up_to_the_completion(void)
 out:
     gwt_resp_free(&s);
     json_decref(whole);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
@@ -200,7 +149,7 @@ static int test_curl_sees_sse_framing(void)
         fprintf(stderr, "curl not installed\n");
         return RS_TEST_SKIP;
     }
-    int rc = up(&e, NULL);
+    int rc = gwt_up(&e, NULL);
     if (rc != 0) {
         free(buf);
         return rc;
@@ -217,7 +166,7 @@ static int test_curl_sees_sse_framing(void)
     GCHECK(strlen(text) > 0, "%s", "no text");
 out:
     free(buf);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
@@ -265,7 +214,7 @@ static int test_invalid_requests_name_the_field(void)
 {
     struct env e;
     char ids[20000];
-    int fail = 0, st, rc = up(&e, NULL);
+    int fail = 0, st, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
     json_t *r = NULL;
@@ -304,7 +253,7 @@ static int test_invalid_requests_name_the_field(void)
     GCHECK(st == 200 && text_of(r, 0) != NULL, "status %d", st);
 out:
     json_decref(r);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
@@ -312,7 +261,7 @@ static int test_routes_and_models_answer_as_openai(void)
 {
     struct env e;
     struct gwt_resp g = {0};
-    int fail = 0, rc = up(&e, NULL);
+    int fail = 0, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
     GCHECK(gwt_http(e.gw.port, "GET", "/v1/models", NULL, NULL, &g) == 0 && g.status == 200,
@@ -337,7 +286,7 @@ static int test_routes_and_models_answer_as_openai(void)
     }
 out:
     gwt_resp_free(&g);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
@@ -364,7 +313,7 @@ static int test_health_names_the_stage_that_is_down(void)
     const char *extra[] = {"--down-grace-ms", "100", NULL};
     struct gwt_resp r = {0};
     char ra[16];
-    int fail = 0, st, rc = up(&e, extra);
+    int fail = 0, st, rc = gwt_up(&e, extra);
     if (rc != 0)
         return rc;
     json_t *h = health_until(&e, 200), *c = NULL;
@@ -395,7 +344,7 @@ out:
     gwt_resp_free(&r);
     json_decref(h);
     json_decref(c);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
@@ -415,7 +364,7 @@ static int test_metrics_export_vllm_names(void)
 {
     struct env e;
     struct gwt_resp m = {0};
-    int fail = 0, st, rc = up(&e, NULL);
+    int fail = 0, st, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
     json_t *r = post(&e, "/v1/completions", "{\"prompt\":\"Once upon\",\"max_tokens\":12,"
@@ -451,14 +400,14 @@ static int test_metrics_export_vllm_names(void)
 out:
     json_decref(r);
     gwt_resp_free(&m);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
 static int test_logprobs_in_both_formats(void)
 {
     struct env e;
-    int fail = 0, st, rc = up(&e, NULL);
+    int fail = 0, st, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
     json_t *r = post(&e, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":10,"
@@ -491,14 +440,14 @@ static int test_logprobs_in_both_formats(void)
            "tokens '%s' vs text '%s'", joined, json_string_value(json_object_get(c0, "text")));
 out:
     json_decref(r);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
 static int test_stop_string_ends_the_text(void)
 {
     struct env e;
-    int fail = 0, st, st2, rc = up(&e, NULL);
+    int fail = 0, st, st2, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
     json_t *full = post(&e, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":"
@@ -515,14 +464,14 @@ static int test_stop_string_ends_the_text(void)
 out:
     json_decref(full);
     json_decref(cut);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
 static int test_n_choices_and_prompt_batches(void)
 {
     struct env e;
-    int fail = 0, st, st2, rc = up(&e, NULL);
+    int fail = 0, st, st2, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
     json_t *a = post(&e, "/v1/completions", "{\"prompt\":[\"Once\",\"The dog\"],\"n\":3,"
@@ -551,14 +500,14 @@ static int test_n_choices_and_prompt_batches(void)
 out:
     json_decref(a);
     json_decref(b);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
 static int test_tokenize_and_detokenize_round_trip(void)
 {
     struct env e;
-    int fail = 0, st, st2, st3, rc = up(&e, NULL);
+    int fail = 0, st, st2, st3, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
     json_t *t = post(&e, "/tokenize", "{\"prompt\":\"Once upon a time\"}", NULL, &st);
@@ -591,7 +540,7 @@ static int test_tokenize_and_detokenize_round_trip(void)
 out:
     json_decref(t);
     json_decref(c);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
@@ -604,7 +553,7 @@ static int test_api_keys_are_required_and_checked(void)
     fprintf(f, "# keys\nsk-first\n  sk-second  \n");
     fclose(f);
     const char *extra[] = {"--api-key", keyfile, NULL};
-    int fail = 0, st, rc = up(&e, extra);
+    int fail = 0, st, rc = gwt_up(&e, extra);
     if (rc != 0)
         return rc;
     const char *body = "{\"prompt\":\"x\",\"max_tokens\":2}";
@@ -626,7 +575,7 @@ static int test_api_keys_are_required_and_checked(void)
     gwt_resp_free(&h);
 out:
     json_decref(r);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
@@ -653,7 +602,7 @@ static int test_body_over_the_limit_is_413(void)
     struct env e;
     const char *extra[] = {"--max-body-bytes", "2048", NULL};
     char *big = malloc(8192);
-    int fail = 0, st, rc = up(&e, extra);
+    int fail = 0, st, rc = gwt_up(&e, extra);
     if (rc != 0) {
         free(big);
         return rc;
@@ -681,37 +630,20 @@ static int test_body_over_the_limit_is_413(void)
     json_decref(r);
 out:
     free(big);
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
-}
-
-/* Reads from fd until the stream's first content chunk arrived. */
-static int first_chunk(int fd)
-{
-    char buf[4096];
-    size_t n = 0;
-    while (n < sizeof(buf) - 1) {
-        ssize_t k = gwt_recv(fd, buf + n, sizeof(buf) - 1 - n, 30000);
-        if (k <= 0)
-            return -1;
-        n += (size_t)k;
-        buf[n] = '\0';
-        if (strstr(buf, "\"text\"") != NULL)
-            return 0;
-    }
-    return -1;
 }
 
 static int test_overload_is_429_with_retry_after(void)
 {
     struct env e;
     const char *extra[] = {"--max-inflight", "1", NULL};
-    int fail = 0, st = 0, rc = up(&e, extra);
+    int fail = 0, st = 0, rc = gwt_up(&e, extra);
     if (rc != 0)
         return rc;
     int fd = gwt_connect(e.gw.port);
     GCHECK(gwt_send(fd, "POST", "/v1/completions", NULL, "{\"prompt\":\"x\",\"max_tokens\":1000,"
-                    "\"ignore_eos\":true,\"stream\":true}", 0) == 0 && first_chunk(fd) == 0,
+                    "\"ignore_eos\":true,\"stream\":true}", 0) == 0 && gwt_first_chunk(fd) == 0,
            "%s", "first request");
     struct gwt_resp r = {0};
     char ra[16];
@@ -728,7 +660,7 @@ static int test_overload_is_429_with_retry_after(void)
     GCHECK(st == 200, "after the first left: %d", st);
     json_decref(j);
 out:
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 
@@ -749,7 +681,7 @@ static int test_client_leaving_cancels_its_request(void)
 {
     struct env e;
     const char *extra[] = {"--reattach-grace-ms", "0", NULL};
-    int fail = 0, rc = up(&e, extra);
+    int fail = 0, rc = gwt_up(&e, extra);
     if (rc != 0)
         return rc;
     struct rs_pipe *p = rs_harness_view(&e.h);
@@ -764,7 +696,7 @@ static int test_client_leaving_cancels_its_request(void)
         int fd = gwt_connect(e.gw.port);
         GCHECK(gwt_send(fd, "POST", "/v1/completions", NULL, bodies[k], 0) == 0, "%s", "send");
         if (k == 0)
-            GCHECK(first_chunk(fd) == 0, "%s", "first chunk");
+            GCHECK(gwt_first_chunk(fd) == 0, "%s", "first chunk");
         else
             while (atomic_load(sampled) < before + 2)
                 usleep(1000);
@@ -780,7 +712,7 @@ static int test_client_leaving_cancels_its_request(void)
                 (unsigned long long)made);
     }
 out:
-    down(&e, fail);
+    gwt_down(&e, fail);
     return fail;
 }
 

@@ -163,35 +163,40 @@ static inline ssize_t gwt_dechunk(char *b, size_t n)
  */
 static inline int gwt_read(int fd, struct gwt_resp *r, int timeout_ms)
 {
-    size_t cap = 1 << 16, n = 0;
+    size_t cap = 1 << 16, n = 0, hl = 0; /* hl: header bytes, 0 until they are in */
     char *b = malloc(cap + 1), cl[32], te[32];
     memset(r, 0, sizeof(*r));
-    for (char *eoh = NULL; b != NULL;) {
-        if (n == cap && (b = realloc(b, (cap *= 2) + 1)) == NULL)
-            return -1;
+    while (b != NULL) {
+        if (n == cap) {
+            char *nb = realloc(b, (cap *= 2) + 1);
+            if (nb == NULL)
+                break;
+            b = nb;
+        }
         ssize_t k = gwt_recv(fd, b + n, cap - n, timeout_ms);
         if (k > 0)
             n += (size_t)k;
         b[n] = '\0';
-        if (eoh == NULL && (eoh = strstr(b, "\r\n\r\n")) != NULL) {
-            size_t hl = (size_t)(eoh - b) + 4;
+        char *eoh = hl == 0 ? strstr(b, "\r\n\r\n") : NULL;
+        if (eoh != NULL) {
+            hl = (size_t)(eoh - b) + 4;
             snprintf(r->head, sizeof(r->head), "%.*s", (int)hl, b);
             r->status = atoi(b + 9);
         }
-        if (eoh != NULL) {
-            size_t hl = (size_t)(eoh - b) + 4;
+        if (hl > 0) {
             int chunked = gwt_header(r, "Transfer-Encoding", te, sizeof(te)) != NULL &&
                           strcasecmp(te, "chunked") == 0;
             const char *len = gwt_header(r, "Content-Length", cl, sizeof(cl));
-            int whole = len != NULL ? n - hl >= strtoull(len, NULL, 10)
-                        : chunked   ? strstr(b + hl, "\r\n0\r\n\r\n") != NULL ||
-                                        strncmp(b + hl, "0\r\n\r\n", 5) == 0
+            size_t body = n - hl;
+            int whole = len != NULL ? body >= strtoull(len, NULL, 10)
+                        : chunked   ? (body >= 5 && memcmp(b + n - 5, "0\r\n\r\n", 5) == 0 &&
+                                     (body == 5 || b[n - 6] == '\n'))
                                     : k == 0;
             if (whole) {
-                memmove(b, b + hl, n - hl);
-                ssize_t bl = chunked ? gwt_dechunk(b, n - hl) : (ssize_t)(n - hl);
-                if (len != NULL)
-                    bl = (ssize_t)strtoull(len, NULL, 10);
+                memmove(b, b + hl, body);
+                ssize_t bl = len != NULL ? (ssize_t)strtoull(len, NULL, 10)
+                             : chunked   ? gwt_dechunk(b, body)
+                                         : (ssize_t)body;
                 b[bl >= 0 ? bl : 0] = '\0';
                 r->body = b;
                 r->len = bl >= 0 ? (size_t)bl : 0;
@@ -292,6 +297,79 @@ static inline void gwt_gw_dump(const struct gwt_gw *g)
         fputs(line, stderr);
     if (f != NULL)
         fclose(f);
+}
+
+/* --- an instance with a gatewayd ----------------------------------------------------------- */
+
+#define GWT_MODEL "stories260K.gguf"
+#define GWT_CTX 1024
+
+struct env {
+    struct rs_harness h;
+    struct gwt_gw gw;
+    char model[512];
+};
+
+/* A check that fails the case and jumps to its `out:` clean-up (needs int fail). */
+#define GCHECK(cond, ...)                                                                  \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fputc('\n', stderr);                                                           \
+            fail = 1;                                                                      \
+            goto out;                                                                      \
+        }                                                                                  \
+    } while (0)
+
+/* The four daemons on stories260K and a gatewayd with extra arguments (NULL-terminated). */
+static inline int gwt_up(struct env *e, const char *const *extra)
+{
+    struct rs_harness_opts o = {0};
+    memset(e, 0, sizeof(*e));
+    if (rs_test_refdata(GWT_MODEL, e->model, sizeof(e->model)) == NULL)
+        return RS_TEST_SKIP;
+    o.model = e->model;
+    o.n_ctx = GWT_CTX;
+    o.max_requests = 64;
+    if (rs_harness_start(&e->h, &o) != RS_OK)
+        return 1;
+    e->gw.h = &e->h;
+    for (int i = 0; extra != NULL && extra[i] != NULL && i < GWT_EXTRA_MAX - 1; i++)
+        e->gw.extra[i] = extra[i];
+    if (gwt_gw_start(&e->gw, 1) != 0) {
+        gwt_gw_dump(&e->gw);
+        rs_harness_stop(&e->h, 1);
+        return 1;
+    }
+    return 0;
+}
+
+static inline void gwt_down(struct env *e, int failed)
+{
+    if (failed) {
+        gwt_gw_dump(&e->gw);
+        rs_harness_dump_logs(&e->h, RS_PIPE_N_STAGES);
+    }
+    gwt_gw_kill(&e->gw, SIGTERM);
+    rs_harness_stop(&e->h, failed);
+}
+
+/* Reads fd until the stream's first content chunk arrived: 0, or -1. */
+static inline int gwt_first_chunk(int fd)
+{
+    char buf[8192];
+    size_t n = 0;
+    while (n < sizeof(buf) - 1) {
+        ssize_t k = gwt_recv(fd, buf + n, sizeof(buf) - 1 - n, 30000);
+        if (k <= 0)
+            return -1;
+        n += (size_t)k;
+        buf[n] = '\0';
+        if (strstr(buf, "\"text\"") != NULL)
+            return 0;
+    }
+    return -1;
 }
 
 /* --- SSE --------------------------------------------------------------------------------- */
