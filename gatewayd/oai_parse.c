@@ -417,9 +417,6 @@ static int parse_choices(const json_t *root, struct gw_oai_req *r, struct gw_err
             return gw_err_set(e, 400, "best_of", "'best_of' must equal 'n' (%lld): ranking "
                               "candidates server-side is not supported, got %lld", n, best);
     }
-    if (gw_oai_n_choices(r) > GW_MAX_CHOICES)
-        return gw_err_set(e, 400, "n", "'n' x prompts is %u choices, at most %d",
-                          gw_oai_n_choices(r), GW_MAX_CHOICES);
     return 0;
 }
 
@@ -479,7 +476,12 @@ static int parse_completion_extras(const json_t *root, struct gw_oai_req *r, str
             return gw_err_set(e, 400, "suffix", "'suffix' (fill-in-the-middle) is not "
                               "supported");
     }
-    return parse_prompts(root, r, e);
+    if (parse_prompts(root, r, e) != 0)
+        return -1;
+    if (gw_oai_n_choices(r) > GW_MAX_CHOICES)
+        return gw_err_set(e, 400, "n", "'n' x prompts is %u choices, at most %d",
+                          gw_oai_n_choices(r), GW_MAX_CHOICES);
+    return 0;
 }
 
 static int parse_common(const json_t *root, struct gw_oai_req *r, struct gw_err *e)
