@@ -30,6 +30,8 @@
 struct gw_opts {
     char host[256];             /* --host (default 127.0.0.1) */
     uint16_t port;              /* --http-port (default 8080) */
+    uint32_t listen_fd;         /* --listen-fd: an inherited listening socket, when */
+    bool has_listen_fd;         /* ... this is set */
     char instance[64];          /* --instance */
     char rundir[512];           /* --rundir ("" = the daemons' default) */
     char group[64];             /* --group: the runtime directory's group, as the stages' */

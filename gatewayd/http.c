@@ -15,6 +15,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -90,10 +91,19 @@ rs_err gw_http_listen(struct gw *g, bool *loopback)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
-    if (sd_listen_fds(1) >= 1 && sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) > 0)
+    if (g->o.has_listen_fd) { /* held by the supervisor: the port outlives us */
+        g->listen_fd = (int)g->o.listen_fd;
+        if (sd_is_socket(g->listen_fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+            rs_log_error("--listen-fd %d is not a listening stream socket", g->listen_fd);
+            return RS_EINVAL;
+        }
+        fcntl(g->listen_fd, F_SETFL, fcntl(g->listen_fd, F_GETFL) | O_NONBLOCK);
+    } else if (sd_listen_fds(1) >= 1 &&
+               sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) > 0) {
         g->listen_fd = SD_LISTEN_FDS_START; /* socket activation: the port outlives us */
-    else if (bind_listen(g) != RS_OK)
+    } else if (bind_listen(g) != RS_OK) {
         return RS_EIO;
+    }
     if (getsockname(g->listen_fd, (struct sockaddr *)&ss, &len) != 0)
         return RS_EIO;
     char host[INET6_ADDRSTRLEN], port[8];

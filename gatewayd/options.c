@@ -13,7 +13,7 @@
 
 #include "gatewayd/gw.h"
 
-enum okind { O_STR, O_CSTR, O_U16, O_U32, O_U64 };
+enum okind { O_STR, O_CSTR, O_FD, O_U16, O_U32, O_U64 };
 
 struct opt {
     const char *name, *arg;
@@ -28,6 +28,8 @@ struct opt {
 static const struct opt opts[] = {
     {"--http-port", "N", O_U16, F(port), 0, 0, 65535, 8080,
      "TCP port (default 8080; 0 = any free port)"},
+    {"--listen-fd", "N", O_FD, F(listen_fd), 0, 0, 65535, 0,
+     "serve on this inherited listening socket (supervisord's fcgi-program passes 0)"},
     {"--host", "ADDR", O_STR, F(host), SZ(host), 0, 0, 0,
      "address to listen on (default 127.0.0.1; another needs --api-key)"},
     {"--instance", "NAME", O_STR, F(instance), SZ(instance), 0, 0, 0,
@@ -87,13 +89,15 @@ static int set(struct gw_opts *o, const struct opt *d, const char *v)
         *(const char **)p = v;
         return 0;
     }
+    if (d->kind == O_FD)
+        o->has_listen_fd = true;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno != 0 || end == v || *end != '\0' || v[0] == '-' || x < d->lo || x > d->hi)
         return -1;
     if (d->kind == O_U16)
         *(uint16_t *)p = (uint16_t)x;
-    else if (d->kind == O_U32)
+    else if (d->kind == O_U32 || d->kind == O_FD)
         *(uint32_t *)p = (uint32_t)x;
     else
         *(uint64_t *)p = x;
