@@ -378,6 +378,41 @@ out:
     return fail;
 }
 
+/* A supervisor holding the socket (systemd socket activation): the port never closes. */
+static int test_a_held_socket_keeps_the_port_open_across_a_sigkill(void)
+{
+    struct env e;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    int fail = 0, one = 1, rc = gwt_up(&e, NULL), held = -1, fd = -1;
+    if (rc != 0)
+        return rc;
+    gwt_gw_kill(&e.gw, SIGTERM);
+    held = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(held, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    GCHECK(bind(held, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(held, 64) == 0 &&
+               getsockname(held, (struct sockaddr *)&a, &alen) == 0, "%s", "listen");
+    e.gw.port = ntohs(a.sin_port);
+    e.gw.held_fd = held;
+    GCHECK(gwt_gw_start(&e.gw, 1) == 0, "%s", "start on the held socket");
+    gwt_gw_kill(&e.gw, SIGKILL);
+    fd = gwt_connect(e.gw.port); /* nobody accepts now, but the backlog does */
+    GCHECK(fd >= 0 && gwt_send(fd, "GET", "/health", NULL, NULL, 0) == 0, "%s",
+           "connect while gatewayd is dead");
+    GCHECK(gwt_gw_start(&e.gw, 0) == 0, "%s", "restart");
+    struct gwt_resp r = {0};
+    GCHECK(gwt_read(fd, &r, 30000) == 0 && r.status == 200, "the waiting request got %d",
+           r.status);
+    gwt_resp_free(&r);
+out:
+    if (fd >= 0)
+        close(fd);
+    if (held >= 0)
+        close(held);
+    gwt_down(&e, fail);
+    return fail;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_keyed_retry_after_sigkill_gets_the_whole_output_generated_once),
     RS_TEST(test_keyed_stream_retry_after_sigkill_replays_from_the_first_token),
@@ -386,6 +421,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_a_client_that_does_not_return_is_cancelled_after_the_grace),
     RS_TEST(test_sigkill_storm_with_retrying_clients_runs_no_request_twice),
     RS_TEST(test_back_on_its_port_after_sigkill),
+    RS_TEST(test_a_held_socket_keeps_the_port_open_across_a_sigkill),
 };
 
 RS_TEST_MAIN(cases)

@@ -38,6 +38,7 @@ struct gwt_gw {
     pid_t pid;
     unsigned starts;
     const char *extra[GWT_EXTRA_MAX]; /* more gatewayd arguments, NULL-terminated */
+    int held_fd;                      /* > 0: a listening socket the test holds (--listen-fd) */
     char log[512];
 };
 
@@ -247,8 +248,12 @@ static inline int gwt_gw_start(struct gwt_gw *g, int wait_healthy)
         g->port = gwt_free_port();
     snprintf(bin, sizeof(bin), "%s/gatewayd", rs_test_bindir());
     snprintf(port, sizeof(port), "%u", g->port);
-    for (int i = 0; i < GWT_EXTRA_MAX && g->extra[i] != NULL && n < 31; i++)
+    for (int i = 0; i < GWT_EXTRA_MAX && g->extra[i] != NULL && n < 29; i++)
         argv[n++] = g->extra[i];
+    if (g->held_fd > 0) {
+        argv[n++] = "--listen-fd";
+        argv[n++] = "3";
+    }
     argv[n] = NULL;
     snprintf(g->log, sizeof(g->log), "%s/gatewayd-%u.log", g->h->dir, g->starts++);
     g->pid = fork();
@@ -256,6 +261,8 @@ static inline int gwt_gw_start(struct gwt_gw *g, int wait_healthy)
         int fd = open(g->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 1);
         dup2(fd, 2);
+        if (g->held_fd > 0)
+            dup2(g->held_fd, 3);
         execv(bin, (char *const *)argv);
         _exit(127);
     }
