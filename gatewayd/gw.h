@@ -144,6 +144,7 @@ struct gw {
     uint32_t map_cap;
     struct gw_call *orphans;    /* keyed calls whose client left, until their grace ends */
     struct gw_stats st;
+    bool resumed;               /* a connection was resumed since the last MHD_run */
 };
 
 /* --- options.c ------------------------------------------------------------------------- */

@@ -209,6 +209,7 @@ void gw_req_wake(struct gw_req *r)
 {
     if (r->suspended) {
         r->suspended = false;
+        r->gw->resumed = true;
         MHD_resume_connection(r->mc);
     }
 }

@@ -88,7 +88,14 @@ static void loop(struct gw *g)
             break;
         if (fds[1].revents)
             gw_http_watch_events(g);
+        /* Connections resumed before this pass are handled in it; one resumed from inside
+         * MHD's callbacks (a retry taking over another request) needs another pass. */
+        g->resumed = false;
         MHD_run(g->mhd);
+        for (int pass = 0; g->resumed && pass < 4; pass++) {
+            g->resumed = false;
+            MHD_run(g->mhd);
+        }
         gw_seg_tick(g, rs_clock_ns(), false);
         rs_daemon_watchdog();
     }
