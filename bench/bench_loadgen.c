@@ -53,6 +53,7 @@ struct lg_args {
     uint32_t idle;            /* idle keep-alive connections held during the HTTP run */
     uint32_t storm_lo, storm_hi; /* --storm A:B ms between gatewayd SIGKILLs; 0 = off */
     int no_native;            /* --no-native: only the HTTP run */
+    uint32_t rounds;          /* --rounds R: native and HTTP alternated R times */
 };
 
 struct lg;
@@ -572,6 +573,8 @@ static void usage(FILE *f)
             "  --sweep C1,C2,...        both runs at each concurrency (clients = C): a table,\n"
             "                           and a PNG chart (gnuplot) of throughput and TTFT/TPOT\n"
             "  --plot FILE              the chart (default build/loadgen-sweep.png)\n"
+            "  --rounds R               native and HTTP runs alternated R times (the host's\n"
+            "                           load drifts); the comparison per round and the median\n"
             "  --idle N                 hold N idle keep-alive connections to gatewayd during\n"
             "                           the HTTP run (each answers twice; threads and RSS)\n"
             "  --storm A:B              (--start, --http start) SIGKILL gatewayd every A..B ms\n"
@@ -605,7 +608,7 @@ static int own_option(struct lg_args *a, int argc, char **argv, int *i, char *er
         "--clients", "--concurrency", "--requests", "--warmup", "--vocab", "--threads", "--ctx",
         "--max-seqs", "--max-batched-tokens", "--kv-blocks", "--rng-seed", "--rate",
         "--prompt-len", "--output-len", "--model", "--text", "--http", "--sweep", "--plot",
-        "--idle", "--storm"};
+        "--idle", "--storm", "--rounds"};
     uint32_t *nums[] = {&a->clients, &a->concurrency, &a->requests, &a->warmup, &a->vocab,
                         &a->threads, &a->ctx, &a->max_seqs, &a->max_batched_tokens,
                         &a->kv_blocks};
@@ -636,10 +639,10 @@ static int own_option(struct lg_args *a, int argc, char **argv, int *i, char *er
     } else if (k < 19) {
         const char **dst[] = {&a->model, &a->text, &a->http, &a->sweep, &a->plot};
         *dst[k - 14] = v;
-    } else if (k == 19) {
+    } else if (k == 19 || k == 21) {
         unsigned long x = strtoul(v, &end, 10);
-        bad = *end != '\0' || v[0] == '-' || x > 100000;
-        a->idle = (uint32_t)x;
+        bad = *end != '\0' || v[0] == '-' || x > 100000 || (k == 21 && x == 0);
+        *(k == 19 ? &a->idle : &a->rounds) = (uint32_t)x;
     } else {
         struct span sp;
         bad = parse_span(v, &sp) != 0;
@@ -699,6 +702,7 @@ static int parse_args(int argc, char **argv, struct lg_args *a)
     a->threads = 2;
     a->rng = 1;
     a->prompt_len = a->output_len = (struct span){128, 128};
+    a->rounds = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -896,14 +900,37 @@ static double tok_per_s(const struct figures *f)
     return secs > 0 ? (double)f->out_tokens / secs : 0;
 }
 
-static void compare(const struct figures *n, const struct figures *h)
+static int cmp_d(const void *a, const void *b)
 {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, uint32_t n)
+{
+    qsort(v, n, sizeof(double), cmp_d);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Per round and the median over rounds: HTTP / native throughput, TTFT and TPOT deltas. */
+static void compare(const struct figures *n, const struct figures *h, uint32_t rounds)
+{
+    double ratio[64], dttft[64], dtpot[64];
     printf("------------HTTP against native (same run)---------\n");
-    printf("%-40s %.3fx (goal >= 0.95)\n", "Output throughput, HTTP / native:",
-           tok_per_s(n) > 0 ? tok_per_s(h) / tok_per_s(n) : 0);
-    printf("%-40s %+.2f (goal <= 1 ms)\n", "Median TTFT, HTTP - native (ms):",
-           h->ttft.p50 - n->ttft.p50);
-    printf("%-40s %+.2f\n", "Median TPOT, HTTP - native (ms):", h->tpot.p50 - n->tpot.p50);
+    for (uint32_t r = 0; r < rounds; r++) {
+        ratio[r] = tok_per_s(&n[r]) > 0 ? tok_per_s(&h[r]) / tok_per_s(&n[r]) : 0;
+        dttft[r] = h[r].ttft.p50 - n[r].ttft.p50;
+        dtpot[r] = h[r].tpot.p50 - n[r].tpot.p50;
+        if (rounds > 1)
+            printf("round %u: %.1f / %.1f tok/s = %.3fx, median TTFT %+.2f ms, TPOT %+.3f ms\n",
+                   r + 1, tok_per_s(&h[r]), tok_per_s(&n[r]), ratio[r], dttft[r], dtpot[r]);
+    }
+    const char *over = rounds > 1 ? " (median of the rounds)" : "";
+    printf("Output throughput, HTTP / native:        %.3fx (goal >= 0.95)%s\n",
+           median(ratio, rounds), over);
+    printf("Median TTFT, HTTP - native (ms):         %+.2f (goal <= 1 ms)%s\n",
+           median(dttft, rounds), over);
+    printf("Median TPOT, HTTP - native (ms):         %+.3f%s\n", median(dtpot, rounds), over);
     printf("==================================================\n");
 }
 
@@ -1061,7 +1088,7 @@ static int sweep(struct lg *g)
 
 static int run(struct lg *g)
 {
-    struct figures fn, fh;
+    static struct figures fn[64], fh[64];
     uint32_t max_prompt = g->a.prompt_len.hi;
     uint32_t n_max = g->a.requests + 4096;
     g->n_total = g->a.warmup + g->a.requests;
@@ -1075,19 +1102,26 @@ static int run(struct lg *g)
         return sweep(g);
     if (g->a.storm_lo > 0)
         return storm(g);
-    if (!g->a.no_native && run_mode(g, LG_NATIVE, &fn) != 0)
-        return 1;
-    if (g->a.http == NULL)
-        return fn.failed > 0 ? 1 : 0;
+    uint32_t rounds = g->a.rounds > 64 ? 64 : g->a.rounds, failed = 0;
+    if (g->a.http == NULL) {
+        for (uint32_t r = 0; r < rounds; r++)
+            if (run_mode(g, LG_NATIVE, &fn[r]) != 0 || fn[r].failed > 0)
+                return 1;
+        return 0;
+    }
     if (g->a.idle > 0 && idle_open(g) != 0)
         return 1;
-    if (run_mode(g, LG_HTTP, &fh) != 0)
-        return 1;
+    for (uint32_t r = 0; r < rounds; r++) {
+        if ((!g->a.no_native && run_mode(g, LG_NATIVE, &fn[r]) != 0) ||
+            run_mode(g, LG_HTTP, &fh[r]) != 0)
+            return 1;
+        failed += fh[r].failed + (g->a.no_native ? 0 : fn[r].failed);
+    }
     if (g->a.idle > 0)
         idle_report(g);
     if (!g->a.no_native)
-        compare(&fn, &fh);
-    return fh.failed > 0 || (!g->a.no_native && fn.failed > 0) ? 1 : 0;
+        compare(fn, fh, rounds);
+    return failed > 0 ? 1 : 0;
 }
 
 int main(int argc, char **argv)

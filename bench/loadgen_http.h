@@ -28,16 +28,16 @@ enum { H_FREE, H_CONNECTING, H_SENDING, H_READING };
 struct hconn {
     struct lg *g;
     int fd, state;
-    uint32_t req;             /* request being answered */
-    uint64_t retry_at;        /* storm: reconnect and resend not before (ns) */
-    char *out;                /* the request's bytes */
+    uint32_t req;      /* request being answered */
+    uint64_t retry_at; /* storm: reconnect and resend not before (ns) */
+    char *out;         /* the request's bytes */
     size_t out_len, out_off;
-    char *in;                 /* received bytes not parsed yet */
+    char *in; /* received bytes not parsed yet */
     size_t in_len, in_cap;
     int have_head, status, chunked, done;
-    size_t chunk_left;        /* bytes of the current chunk still to come */
-    int chunk_crlf;           /* the CRLF after a chunk's data is still to come */
-    char *sse;                /* decoded body bytes not yet split into events */
+    size_t chunk_left; /* bytes of the current chunk still to come */
+    int chunk_crlf;    /* the CRLF after a chunk's data is still to come */
+    char *sse;         /* decoded body bytes not yet split into events */
     size_t sse_len, sse_cap;
 };
 
@@ -113,9 +113,10 @@ static int http_body(struct lg *g, const struct rs_wire_generate *gen, char *out
     int k = snprintf(out, cap, "{\"prompt\":[");
     for (uint32_t i = 0; i < gen->prompt_ids.n && (size_t)k < cap; i++)
         k += snprintf(out + k, cap - (size_t)k, "%s%u", i ? "," : "", gen->prompt_ids.vals[i]);
-    k += snprintf(out + k, cap - (size_t)k, "],\"max_tokens\":%u,\"temperature\":%g,\"stream\":"
-                  "true,\"stream_options\":{\"include_usage\":true}%s", gen->max_tokens,
-                  gen->temperature, gen->ignore_eos ? ",\"ignore_eos\":true" : "");
+    k += snprintf(out + k, cap - (size_t)k,
+                  "],\"max_tokens\":%u,\"temperature\":%g,\"stream\":"
+                  "true,\"stream_options\":{\"include_usage\":true}%s",
+                  gen->max_tokens, gen->temperature, gen->ignore_eos ? ",\"ignore_eos\":true" : "");
     if (gen->has & RS_WIRE_GEN_SEED)
         k += snprintf(out + k, cap - (size_t)k, ",\"seed\":%llu",
                       (unsigned long long)(gen->seed & 0x7fffffffffffffffull));
@@ -138,7 +139,8 @@ static int hc_request(struct hconn *h, uint32_t i, const struct rs_wire_generate
     if (g->a.storm_lo > 0)
         snprintf(key, sizeof(key), "Idempotency-Key: loadgen-%llu-%u\r\n",
                  (unsigned long long)g->run_tag, i);
-    int hl = snprintf(head, sizeof(head), "POST %s/completions HTTP/1.1\r\nHost: ringserve\r\n"
+    int hl = snprintf(head, sizeof(head),
+                      "POST %s/completions HTTP/1.1\r\nHost: ringserve\r\n"
                       "Content-Type: application/json\r\n%sContent-Length: %d\r\n\r\n",
                       g->http_prefix, key, blen);
     free(h->out);
@@ -187,8 +189,8 @@ static int on_sse_event(struct hconn *h, const char *d, size_t n, uint64_t now)
     }
     if (strstr(d, "\"error\":") != NULL)
         q->failed = 1;
-    if (strstr(d, "\"text\":\"\"") != NULL)
-        return 0; /* the finish chunk: no token */
+    if (strstr(d, "\"finish_reason\":null") == NULL)
+        return 0; /* a choice's finish chunk: no token */
     lg_token_arrived(h->g, q, now);
     if (h->g->keep_text)
         keep_text(q, d, n);
@@ -334,8 +336,8 @@ static void hc_on_event(struct hconn *h, uint32_t events, uint64_t now)
 
 static int gw_probe(uint16_t port)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     char buf[32];
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok = 0;
     if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
@@ -363,7 +365,7 @@ static int gw_spawn(struct lg *g, const struct rs_harness *h, int wait)
         dup2(fd, 1);
         dup2(fd, 2);
         execl(bin, bin, "--instance", h->instance, "--rundir", h->rundir, "--http-port", port,
-              "--max-connections", "16384", (char *)NULL);
+              "--max-connections", "16384", "--idle-timeout", "86400", (char *)NULL);
         _exit(127);
     }
     for (uint64_t end = rs_clock_ms() + 30000; wait && rs_clock_ms() < end; usleep(1000))

@@ -24,7 +24,7 @@
 
 static rs_err add_key(struct gw *g, const char *k, size_t n)
 {
-    uint8_t (*keys)[32] = realloc(g->api_keys, (g->n_api_keys + 1) * sizeof(*keys));
+    uint8_t(*keys)[32] = realloc(g->api_keys, (g->n_api_keys + 1) * sizeof(*keys));
     if (keys == NULL)
         return RS_ENOMEM;
     g->api_keys = keys;
@@ -66,7 +66,8 @@ rs_err gw_auth_init(struct gw *g, bool loopback)
         return load_keys(g, g->o.api_key_file);
     if (!loopback) {
         rs_log_error("listening on %s (not loopback) needs --api-key FILE: anyone who can reach "
-                     "the port could use the model", g->o.host);
+                     "the port could use the model",
+                     g->o.host);
         return RS_EINVAL;
     }
     return RS_OK;
@@ -108,8 +109,9 @@ int gw_auth_check(struct gw *g, struct gw_req *r, struct gw_err *e)
     const char *t = bearer(r, &n);
     if (t != NULL && match_key(g, t, n) >= 0)
         return 0;
-    gw_err_set(e, 401, "", t == NULL ? "missing API key: send 'Authorization: Bearer KEY'"
-                                     : "incorrect API key");
+    gw_err_set(e, 401, "",
+               t == NULL ? "missing API key: send 'Authorization: Bearer KEY'"
+                         : "incorrect API key");
     e->code = "invalid_api_key";
     return -1;
 }

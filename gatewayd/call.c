@@ -46,15 +46,17 @@ static int sampling_constraints(const struct gw_oai_req *p, struct rs_wire_gener
 {
     (void)g;
     if (p->response_format == GW_RF_JSON_OBJECT || p->response_format == GW_RF_JSON_SCHEMA)
-        return gw_err_set(e, 400, "response_format", "'response_format' of type '%s' "
+        return gw_err_set(e, 400, "response_format",
+                          "'response_format' of type '%s' "
                           "(structured output) is not supported by this server yet",
-                          p->response_format == GW_RF_JSON_OBJECT ? "json_object"
-                                                                  : "json_schema");
+                          p->response_format == GW_RF_JSON_OBJECT ? "json_object" : "json_schema");
     if (p->n_logit_bias > 0)
-        return gw_err_set(e, 400, "logit_bias", "'logit_bias' is not supported by this server "
+        return gw_err_set(e, 400, "logit_bias",
+                          "'logit_bias' is not supported by this server "
                           "yet");
     if (p->min_tokens > 0)
-        return gw_err_set(e, 400, "min_tokens", "'min_tokens' is not supported by this server "
+        return gw_err_set(e, 400, "min_tokens",
+                          "'min_tokens' is not supported by this server "
                           "yet (the sampler cannot hold back EOS)");
     return 0;
 }
@@ -214,8 +216,8 @@ static struct gw_call *call_new(struct gw *g, struct gw_req *r, struct gw_oai_re
     c->n = n;
     c->created = (uint64_t)time(NULL);
     snprintf(c->stem, sizeof(c->stem), "%s", stem);
-    snprintf(c->resp_id, sizeof(c->resp_id), "%s-%s",
-             c->p.api == GW_API_CHAT ? "chatcmpl" : "cmpl", stem);
+    snprintf(c->resp_id, sizeof(c->resp_id), "%s-%s", c->p.api == GW_API_CHAT ? "chatcmpl" : "cmpl",
+             stem);
     for (uint32_t i = 0; i < n; i++) {
         struct gw_choice *ch = &c->ch[i];
         ch->call = c;
@@ -252,7 +254,9 @@ static int submit_all(struct gw_call *c, const struct rs_wire_generate *gens, st
     struct gw *g = c->g;
     for (uint32_t i = 0; i < c->n; i++) {
         struct gw_choice *ch = &c->ch[i];
-        struct rs_client_req_opts o = {.id = ch->id, .want_ack = true, .replay = c->keyed,
+        struct rs_client_req_opts o = {.id = ch->id,
+                                       .want_ack = true,
+                                       .replay = c->keyed,
                                        .timeout_ms = g->o.request_timeout_ms};
         rs_err rc = rs_client_submit(g->client, &gens[i], &o, call_on_event, ch, NULL);
         if (rc == RS_OK) {
@@ -262,8 +266,10 @@ static int submit_all(struct gw_call *c, const struct rs_wire_generate *gens, st
             g->st.reattached++;
         } else {
             if (rc == RS_EFULL)
-                gw_err_set(e, 429, "", "%u requests in flight, the most this gateway holds; "
-                           "retry later", g->o.max_inflight);
+                gw_err_set(e, 429, "",
+                           "%u requests in flight, the most this gateway holds; "
+                           "retry later",
+                           g->o.max_inflight);
             else
                 gw_err_set(e, 500, "", "cannot submit to the pipeline: %s", rs_strerror(rc));
             cancel_live(c);

@@ -91,10 +91,11 @@ static void on_output(struct gw_call *c, struct gw_choice *ch, const struct rs_c
         ch->lp = logprobs_of(c, ch, ev, ch->lp);
         return;
     }
+    /* One chunk per pipeline message with tokens, even when its text is held back (a
+     * possible stop-string prefix, an incomplete character): clients see every step. */
     json_t *lp = logprobs_of(c, ch, ev, NULL);
-    if (ev->text_len > 0 || lp != NULL)
-        emit(c, gw_fmt_choice(c->p.api, true, ch->index, ev->text, ev->text_len, false, lp,
-                              NULL));
+    if (ev->text_len > 0 || ev->n_tokens > 0 || lp != NULL)
+        emit(c, gw_fmt_choice(c->p.api, true, ch->index, ev->text, ev->text_len, false, lp, NULL));
 }
 
 /* What a choice opens with in a stream: chat's role delta, the echoed prompt. */
@@ -105,8 +106,8 @@ static void on_ack(struct gw_call *c, struct gw_choice *ch, const struct rs_clie
         c->n_acked++;
     }
     ch->prompt_tokens = ev->prompt_tokens;
-    const struct gw_prompt *pr = c->p.api == GW_API_COMPLETIONS ? &c->p.prompts[ch->prompt_i]
-                                                                : NULL;
+    const struct gw_prompt *pr =
+        c->p.api == GW_API_COMPLETIONS ? &c->p.prompts[ch->prompt_i] : NULL;
     if (c->p.echo && pr != NULL && !pr->is_ids)
         ch->chars = gw_fmt_chars(pr->text, pr->text_len);
     if (c->p.stream && !ch->head_sent && !c->failed) {
@@ -141,8 +142,7 @@ static int failure_of(const struct gw_call *c, const struct rs_client_event *ev,
         return 409;
     }
     (void)c;
-    return k == RS_WIRE_INTERNAL || k == RS_WIRE_UNSUPPORTED_VERSION || k == RS_WIRE_OK ? 500
-                                                                                         : 400;
+    return k == RS_WIRE_INTERNAL || k == RS_WIRE_UNSUPPORTED_VERSION || k == RS_WIRE_OK ? 500 : 400;
 }
 
 /* The OpenAI field a pipeline message names ("field 'prompt_ids': ..."). */
@@ -260,17 +260,16 @@ static json_t *full_response(struct gw_call *c)
     json_t *o = gw_fmt_object(&h, false), *choices = json_object_get(o, "choices");
     for (uint32_t i = 0; i < c->n; i++) {
         struct gw_choice *ch = &c->ch[i];
-        const struct gw_prompt *pr = c->p.api == GW_API_COMPLETIONS ? &c->p.prompts[ch->prompt_i]
-                                                                    : NULL;
+        const struct gw_prompt *pr =
+            c->p.api == GW_API_COMPLETIONS ? &c->p.prompts[ch->prompt_i] : NULL;
         struct gw_buf text = {0};
         if (c->p.echo && pr != NULL && !pr->is_ids)
             gw_buf_put(&text, pr->text, pr->text_len);
         gw_buf_put(&text, ch->text.p, ch->text.len);
         json_t *lp = ch->lp != NULL ? ch->lp : (c->p.logprobs ? gw_fmt_lp_new(c->p.api) : NULL);
         ch->lp = NULL;
-        json_array_append_new(choices, gw_fmt_choice(c->p.api, false, ch->index, text.p,
-                                                     text.len, false, lp,
-                                                     gw_fmt_finish(ch->finish)));
+        json_array_append_new(choices, gw_fmt_choice(c->p.api, false, ch->index, text.p, text.len,
+                                                     false, lp, gw_fmt_finish(ch->finish)));
         gw_buf_free(&text);
         ct += ch->usage.completion_tokens;
         if (i % c->p.n == 0) {

@@ -118,10 +118,10 @@ static json_t *chat_entry(const rs_vocab *v, const struct rs_wire_logprob *lp, u
 {
     json_t *alts = json_array();
     for (uint32_t j = 0; j < top && j < lp->n_top; j++)
-        json_array_append_new(alts, json_pack("{s:o, s:o, s:o}", "token",
-                                              gw_fmt_token(v, lp->top_ids[j]), "logprob",
-                                              lp_value(lp->top_logprobs[j]), "bytes",
-                                              token_bytes(v, lp->top_ids[j])));
+        json_array_append_new(alts,
+                              json_pack("{s:o, s:o, s:o}", "token", gw_fmt_token(v, lp->top_ids[j]),
+                                        "logprob", lp_value(lp->top_logprobs[j]), "bytes",
+                                        token_bytes(v, lp->top_ids[j])));
     return json_pack("{s:o, s:o, s:o, s:o}", "token", gw_fmt_token(v, lp->token), "logprob",
                      lp_value(lp->logprob), "bytes", token_bytes(v, lp->token), "top_logprobs",
                      alts);
@@ -155,30 +155,30 @@ void gw_fmt_lp_add(enum gw_api api, json_t *obj, const rs_vocab *v,
     }
     for (uint32_t i = 0; i < n; i++) {
         json_t *t = gw_fmt_token(v, lp[i].token);
-        json_array_append_new(json_object_get(obj, "text_offset"), json_integer((json_int_t)*chars));
+        json_array_append_new(json_object_get(obj, "text_offset"),
+                              json_integer((json_int_t)*chars));
         *chars += gw_fmt_chars(json_string_value(t), json_string_length(t));
         json_array_append_new(json_object_get(obj, "tokens"), t);
         json_array_append_new(json_object_get(obj, "token_logprobs"), lp_value(lp[i].logprob));
-        json_array_append_new(json_object_get(obj, "top_logprobs"),
-                              completion_top(v, &lp[i], top));
+        json_array_append_new(json_object_get(obj, "top_logprobs"), completion_top(v, &lp[i], top));
     }
 }
 
 json_t *gw_fmt_object(const struct gw_fmt_head *h, bool chunk)
 {
-    const char *object = h->api == GW_API_CHAT ? (chunk ? "chat.completion.chunk"
-                                                        : "chat.completion")
-                                               : "text_completion";
-    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:n, s:[]}", "id", h->id, "object", object,
-                          "created", (json_int_t)h->created, "model", h->model,
-                          "system_fingerprint", "choices");
+    const char *object = h->api == GW_API_CHAT
+                             ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                             : "text_completion";
+    json_t *o =
+        json_pack("{s:s, s:s, s:I, s:s, s:n, s:[]}", "id", h->id, "object", object, "created",
+                  (json_int_t)h->created, "model", h->model, "system_fingerprint", "choices");
     if (o != NULL && chunk && h->usage_null)
         json_object_set_new(o, "usage", json_null());
     return o;
 }
 
-json_t *gw_fmt_choice(enum gw_api api, bool chunk, uint32_t index, const char *text,
-                      size_t len, bool role, json_t *logprobs, const char *finish)
+json_t *gw_fmt_choice(enum gw_api api, bool chunk, uint32_t index, const char *text, size_t len,
+                      bool role, json_t *logprobs, const char *finish)
 {
     json_t *c = json_pack("{s:i}", "index", (int)index);
     json_t *fin = finish != NULL ? json_string(finish) : json_null();
@@ -186,9 +186,9 @@ json_t *gw_fmt_choice(enum gw_api api, bool chunk, uint32_t index, const char *t
     if (api == GW_API_COMPLETIONS) {
         json_object_set_new(c, "text", json_stringn(text != NULL ? text : "", len));
     } else if (!chunk) {
-        json_object_set_new(c, "message", json_pack("{s:s, s:s%, s:n}", "role", "assistant",
-                                                    "content", text != NULL ? text : "", len,
-                                                    "refusal"));
+        json_object_set_new(c, "message",
+                            json_pack("{s:s, s:s%, s:n}", "role", "assistant", "content",
+                                      text != NULL ? text : "", len, "refusal"));
     } else {
         json_t *d = json_object();
         if (role)

@@ -25,10 +25,10 @@ struct gw_buf;
 /* What every object of one response shares. */
 struct gw_fmt_head {
     enum gw_api api;
-    const char *id;       /* "cmpl-..." / "chatcmpl-..." */
+    const char *id; /* "cmpl-..." / "chatcmpl-..." */
     const char *model;
-    uint64_t created;     /* unix seconds */
-    bool usage_null;      /* stream_options.include_usage: chunks carry "usage": null */
+    uint64_t created; /* unix seconds */
+    bool usage_null;  /* stream_options.include_usage: chunks carry "usage": null */
 };
 
 /* {"error": {"message", "type", "param", "code"}} */
@@ -61,8 +61,8 @@ json_t *gw_fmt_object(const struct gw_fmt_head *h, bool chunk);
  * text the delta; role = true makes the chat role delta; finish NULL while
  * running. logprobs (taken) may be NULL.
  */
-json_t *gw_fmt_choice(enum gw_api api, bool chunk, uint32_t index, const char *text,
-                      size_t len, bool role, json_t *logprobs, const char *finish);
+json_t *gw_fmt_choice(enum gw_api api, bool chunk, uint32_t index, const char *text, size_t len,
+                      bool role, json_t *logprobs, const char *finish);
 
 /* Appends "data: <compact json>\n\n" (obj taken). 0 or -1 (out of memory). */
 int gw_fmt_sse(struct gw_buf *b, json_t *obj);

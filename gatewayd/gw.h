@@ -22,31 +22,31 @@
 #include "gatewayd/oai.h"
 #include "ipc/pipeline.h"
 
-#define GW_KEY_MAX 256          /* bytes of an Idempotency-Key / X-Request-Id we accept */
-#define GW_IDENTITY_MAX 80      /* bytes of a caller identity ("key:<hash>", "peer:<addr>") */
-#define GW_SECRET_BYTES 32      /* the request-id derivation key */
+#define GW_KEY_MAX 256     /* bytes of an Idempotency-Key / X-Request-Id we accept */
+#define GW_IDENTITY_MAX 80 /* bytes of a caller identity ("key:<hash>", "peer:<addr>") */
+#define GW_SECRET_BYTES 32 /* the request-id derivation key */
 
 /* Command-line settings (options.c). */
 struct gw_opts {
-    char host[256];             /* --host (default 127.0.0.1) */
-    uint16_t port;              /* --http-port (default 8080) */
-    uint32_t listen_fd;         /* --listen-fd: an inherited listening socket, when */
-    bool has_listen_fd;         /* ... this is set */
-    char instance[64];          /* --instance */
-    char rundir[512];           /* --rundir ("" = the daemons' default) */
-    char group[64];             /* --group: the runtime directory's group, as the stages' */
-    const char *api_key_file;   /* --api-key FILE */
-    const char *served_name;    /* --served-model-name ("" = the GGUF's file name) */
-    uint64_t max_body;          /* --max-body-bytes */
-    uint32_t max_header;        /* --max-header-bytes (MHD's per-connection memory) */
-    uint32_t max_connections;   /* --max-connections */
-    uint32_t idle_timeout_s;    /* --idle-timeout: keep-alive idle, and no request line yet */
-    uint32_t read_timeout_s;    /* --read-timeout: request line to complete headers + body */
-    uint32_t max_inflight;      /* --max-inflight: pipeline requests at once */
-    uint32_t reattach_grace_ms; /* --reattach-grace-ms */
-    uint32_t request_timeout_ms;/* --request-timeout-ms */
-    uint32_t down_grace_ms;     /* --down-grace-ms: a stage down this long makes requests 503 */
-    uint64_t stream_buffer_max; /* --stream-buffer-bytes */
+    char host[256];              /* --host (default 127.0.0.1) */
+    uint16_t port;               /* --http-port (default 8080) */
+    uint32_t listen_fd;          /* --listen-fd: an inherited listening socket, when */
+    bool has_listen_fd;          /* ... this is set */
+    char instance[64];           /* --instance */
+    char rundir[512];            /* --rundir ("" = the daemons' default) */
+    char group[64];              /* --group: the runtime directory's group, as the stages' */
+    const char *api_key_file;    /* --api-key FILE */
+    const char *served_name;     /* --served-model-name ("" = the GGUF's file name) */
+    uint64_t max_body;           /* --max-body-bytes */
+    uint32_t max_header;         /* --max-header-bytes (MHD's per-connection memory) */
+    uint32_t max_connections;    /* --max-connections */
+    uint32_t idle_timeout_s;     /* --idle-timeout: keep-alive idle, and no request line yet */
+    uint32_t read_timeout_s;     /* --read-timeout: request line to complete headers + body */
+    uint32_t max_inflight;       /* --max-inflight: pipeline requests at once */
+    uint32_t reattach_grace_ms;  /* --reattach-grace-ms */
+    uint32_t request_timeout_ms; /* --request-timeout-ms */
+    uint32_t down_grace_ms;      /* --down-grace-ms: a stage down this long makes requests 503 */
+    uint64_t stream_buffer_max;  /* --stream-buffer-bytes */
 };
 
 /* A growable byte buffer. */
@@ -65,9 +65,9 @@ struct gw_conn {
     struct gw_conn *prev, *next;
     struct MHD_Connection *mc;
     int fd;
-    uint64_t idle_since_ns;     /* no request in progress: since when; 0 during one */
-    struct gw_req *req;         /* the request in progress */
-    char peer[64];              /* the peer's address, for the identity and logs */
+    uint64_t idle_since_ns; /* no request in progress: since when; 0 during one */
+    struct gw_req *req;     /* the request in progress */
+    char peer[64];          /* the peer's address, for the identity and logs */
 };
 
 /* One HTTP request (libmicrohttpd's request context). */
@@ -76,26 +76,26 @@ struct gw_req {
     struct gw_conn *conn;
     struct MHD_Connection *mc;
     const struct gw_route *route;
-    uint64_t start_ns;          /* the request line arrived */
+    uint64_t start_ns; /* the request line arrived */
     struct gw_buf body;
-    bool body_over;             /* more than --max-body-bytes arrived (413) */
-    bool handled;               /* the route ran (upload complete) */
-    bool suspended;             /* MHD_suspend_connection in effect */
-    bool peer_gone;             /* the client closed its side */
-    bool queued;                /* a response was queued */
-    bool watching;              /* conn->fd is in the disconnect watch */
-    bool started;               /* the access handler ran once (headers complete) */
-    bool streaming;             /* an SSE response was queued */
-    int status;                 /* status of the queued response */
-    struct gw_call *call;       /* the generation answered here, NULL when none */
+    bool body_over;                  /* more than --max-body-bytes arrived (413) */
+    bool handled;                    /* the route ran (upload complete) */
+    bool suspended;                  /* MHD_suspend_connection in effect */
+    bool peer_gone;                  /* the client closed its side */
+    bool queued;                     /* a response was queued */
+    bool watching;                   /* conn->fd is in the disconnect watch */
+    bool started;                    /* the access handler ran once (headers complete) */
+    bool streaming;                  /* an SSE response was queued */
+    int status;                      /* status of the queued response */
+    struct gw_call *call;            /* the generation answered here, NULL when none */
     char request_id[GW_KEY_MAX + 1]; /* what x-request-id answers with */
-    char path[512];             /* the URL path (truncated) */
+    char path[512];                  /* the URL path (truncated) */
 };
 
 /* A route: method, path, handler (routes.c). */
 struct gw_route {
     const char *method, *path;
-    bool prefix;                /* path is a prefix (/v1/models/NAME) */
+    bool prefix; /* path is a prefix (/v1/models/NAME) */
     bool needs_auth;
     bool has_body;
     enum MHD_Result (*fn)(struct gw_req *r);
@@ -103,48 +103,48 @@ struct gw_route {
 
 /* Figures gatewayd keeps about itself (exported by /metrics). */
 struct gw_stats {
-    uint64_t http_requests[6];  /* by status class: 1xx..5xx, [0] other */
-    uint64_t connections;       /* open now */
-    uint64_t streams;           /* SSE responses open now */
-    uint64_t calls;             /* generations in flight now */
-    uint64_t reattached;        /* retries that re-attached to a running request */
-    uint64_t cancelled;         /* requests cancelled because their client left */
-    uint64_t slow_closed;       /* connections closed for idling or sending too slowly */
+    uint64_t http_requests[6]; /* by status class: 1xx..5xx, [0] other */
+    uint64_t connections;      /* open now */
+    uint64_t streams;          /* SSE responses open now */
+    uint64_t calls;            /* generations in flight now */
+    uint64_t reattached;       /* retries that re-attached to a running request */
+    uint64_t cancelled;        /* requests cancelled because their client left */
+    uint64_t slow_closed;      /* connections closed for idling or sending too slowly */
 };
 
 /* The read-only view of the instance (segment.c). */
 struct gw_seg {
-    struct rs_pipe *p;          /* NULL while the instance is down */
-    uint64_t dev, ino;          /* the segment file it maps, to notice a replaced one */
+    struct rs_pipe *p; /* NULL while the instance is down */
+    uint64_t dev, ino; /* the segment file it maps, to notice a replaced one */
     uint64_t checked_ns;
     uint64_t down_since_ns[RS_PIPE_N_STAGES]; /* 0 = serving */
-    char why[256];              /* why p is NULL */
+    char why[256];                            /* why p is NULL */
 };
 
 struct gw {
     struct gw_opts o;
     int listen_fd;
     struct MHD_Daemon *mhd;
-    int watch_fd;               /* epoll: EPOLLRDHUP of connections waiting on the pipeline */
-    struct gw_conn *conns;      /* every open connection */
+    int watch_fd;          /* epoll: EPOLLRDHUP of connections waiting on the pipeline */
+    struct gw_conn *conns; /* every open connection */
     rs_client *client;
     struct gw_seg seg;
-    rs_vocab *vocab;            /* the served model's, once the segment names it */
-    rs_tokenizer *tokenizer;    /* made on the first /tokenize */
+    rs_vocab *vocab;         /* the served model's, once the segment names it */
+    rs_tokenizer *tokenizer; /* made on the first /tokenize */
     char vocab_path[512];
-    char model_name[256];       /* what /v1/models and responses say */
+    char model_name[256]; /* what /v1/models and responses say */
     uint64_t started_unix;
-    uint8_t secret[GW_SECRET_BYTES];   /* request-id derivation key (idem.c) */
+    uint8_t secret[GW_SECRET_BYTES]; /* request-id derivation key (idem.c) */
     char routing_id[RS_CLIENT_RID_MAX + 1];
-    char boot[17];              /* per-start random hex, for ids of requests without a key */
+    char boot[17]; /* per-start random hex, for ids of requests without a key */
     uint64_t next_seq;
-    uint8_t (*api_keys)[32];    /* BLAKE2b hashes of the accepted keys (auth.c) */
+    uint8_t (*api_keys)[32]; /* BLAKE2b hashes of the accepted keys (auth.c) */
     uint32_t n_api_keys;
-    struct gw_call **map;       /* keyed calls by pipeline id stem (idem.c) */
+    struct gw_call **map; /* keyed calls by pipeline id stem (idem.c) */
     uint32_t map_cap;
-    struct gw_call *orphans;    /* keyed calls whose client left, until their grace ends */
+    struct gw_call *orphans; /* keyed calls whose client left, until their grace ends */
     struct gw_stats st;
-    bool resumed;               /* a connection was resumed since the last MHD_run */
+    bool resumed; /* a connection was resumed since the last MHD_run */
 };
 
 /* --- options.c ------------------------------------------------------------------------- */

@@ -66,8 +66,10 @@ static int bind_one(const struct addrinfo *ai)
 
 static rs_err bind_listen(struct gw *g)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res, *ai;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *res, *ai;
     char port[8];
     snprintf(port, sizeof(port), "%u", g->o.port);
     int rc = getaddrinfo(g->o.host, port, &hints, &res);
@@ -126,10 +128,10 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         if ((c = calloc(1, sizeof(*c))) == NULL)
             return;
-        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(
-            mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-        const union MHD_ConnectionInfo *ad = MHD_get_connection_info(
-            mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ad =
+            MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         c->mc = mc;
         c->fd = fd != NULL ? fd->connect_fd : -1;
         c->idle_since_ns = rs_clock_ns();
@@ -163,8 +165,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *mc)
     (void)uri;
     struct gw *g = cls;
     struct gw_req *r = calloc(1, sizeof(*r));
-    const union MHD_ConnectionInfo *sc = MHD_get_connection_info(
-        mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const union MHD_ConnectionInfo *sc =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     if (r == NULL)
         return NULL;
     r->gw = g;
@@ -330,8 +332,8 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
 
 enum MHD_Result gw_respond_stream(struct gw_req *r)
 {
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
-                                                                  read_stream, r, NULL);
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, read_stream, r, NULL);
     if (resp == NULL)
         return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
@@ -353,8 +355,8 @@ static enum MHD_Result on_headers(struct gw_req *r, const char *method, const ch
     snprintf(r->path, sizeof(r->path), "%s", url);
     r->route = gw_route_find(method, url, &bad_method);
     if (r->route == NULL) {
-        gw_err_set(&e, bad_method ? 405 : 404, "", bad_method ? "method %s not allowed on %s"
-                                                              : "no route %s %s", method, url);
+        gw_err_set(&e, bad_method ? 405 : 404, "",
+                   bad_method ? "method %s not allowed on %s" : "no route %s %s", method, url);
         return gw_respond_error(r, &e);
     }
     if (r->route->needs_auth && gw_auth_check(r->gw, r, &e) != 0)
@@ -369,9 +371,8 @@ static enum MHD_Result on_headers(struct gw_req *r, const char *method, const ch
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
 {
     (void)cls;
     (void)version;
@@ -425,13 +426,13 @@ rs_err gw_http_start(struct gw *g)
     if (g->watch_fd < 0)
         return RS_EIO;
     g->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request,
-        g, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, g, MHD_OPTION_LISTEN_SOCKET, g->listen_fd,
-        MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)g->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, g,
+        MHD_OPTION_EXTERNAL_LOGGER, log_mhd, g, MHD_OPTION_LISTEN_SOCKET, g->listen_fd,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)g->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)g->o.idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)g->o.max_header,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, g, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        g, MHD_OPTION_URI_LOG_CALLBACK, on_uri, g, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+        g, MHD_OPTION_URI_LOG_CALLBACK, on_uri, g, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
+        MHD_OPTION_END);
     if (g->mhd == NULL) {
         rs_log_error("libmicrohttpd did not start on %s port %u", g->o.host, g->o.port);
         return RS_EIO;

@@ -46,7 +46,8 @@ static rs_err load_secret(struct gw *g, const char *path)
             if (n == (ssize_t)sizeof(g->secret))
                 return RS_OK;
             rs_log_warn("%s is %zd bytes, not %zu: making a new one (earlier idempotency keys "
-                        "no longer match)", path, n, sizeof(g->secret));
+                        "no longer match)",
+                        path, n, sizeof(g->secret));
             unlink(path);
         }
         randombytes_buf(g->secret, sizeof(g->secret));

@@ -28,9 +28,9 @@ struct prom {
 
 static double kv_usage(const struct rs_pipe *p)
 {
-    uint64_t used = atomic_load_explicit(
-        &p->metrics->stage[RS_PIPE_STAGE_SCHEDULERD].counter[RS_M_SCH_KV_USED],
-        memory_order_relaxed);
+    uint64_t used =
+        atomic_load_explicit(&p->metrics->stage[RS_PIPE_STAGE_SCHEDULERD].counter[RS_M_SCH_KV_USED],
+                             memory_order_relaxed);
     return p->cfg.n_kv_blocks > 0 ? (double)used / p->cfg.n_kv_blocks : 0;
 }
 
@@ -45,20 +45,20 @@ static const struct prom table[] = {
      RS_PIPE_STAGE_TOKENIZERD, RS_M_TOK_PROMPT_TOKENS, NULL},
     {"ringserve:generation_tokens_total", "Tokens generated", COUNTER, RS_PIPE_STAGE_LAUNCHERD,
      RS_M_LAU_SAMPLED, NULL},
-    {"ringserve:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache",
-     COUNTER, RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_PREFIX_QUERY, NULL},
+    {"ringserve:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache", COUNTER,
+     RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_PREFIX_QUERY, NULL},
     {"ringserve:prefix_cache_hits_total", "Prompt tokens served by the prefix cache", COUNTER,
      RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_PREFIX_HIT, NULL},
-    {"ringserve:num_preemptions_total", "Recompute preemptions", COUNTER,
-     RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_PREEMPTIONS, NULL},
+    {"ringserve:num_preemptions_total", "Recompute preemptions", COUNTER, RS_PIPE_STAGE_SCHEDULERD,
+     RS_M_SCH_PREEMPTIONS, NULL},
     {"ringserve:request_success_total", "Requests finished (final message sent)", COUNTER,
      RS_PIPE_STAGE_POSTPROCD, RS_M_POST_FINALS, NULL},
     {"ringserve:time_to_first_token_seconds", "Accepted to first token", HIST,
      RS_PIPE_STAGE_POSTPROCD, RS_H_POST_TTFT, NULL},
     {"ringserve:time_per_output_token_seconds", "Time per output token after the first", HIST,
      RS_PIPE_STAGE_POSTPROCD, RS_H_POST_TPOT, NULL},
-    {"ringserve:e2e_request_latency_seconds", "Accepted to finished", HIST,
-     RS_PIPE_STAGE_POSTPROCD, RS_H_POST_E2E, NULL},
+    {"ringserve:e2e_request_latency_seconds", "Accepted to finished", HIST, RS_PIPE_STAGE_POSTPROCD,
+     RS_H_POST_E2E, NULL},
     {"ringserve:request_queue_time_seconds", "Accepted to first scheduled", HIST,
      RS_PIPE_STAGE_SCHEDULERD, RS_H_SCH_QUEUE_WAIT, NULL},
 };
@@ -71,7 +71,8 @@ static int put(struct gw_buf *b, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    return n < 0 ? -1 : gw_buf_put(b, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+    return n < 0 ? -1
+                 : gw_buf_put(b, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
 /* A label value with \, " and newlines escaped. */
@@ -139,8 +140,8 @@ static void stages(struct gw_buf *b, const struct rs_pipe *p, const char *lb)
         put(b, "ringserve:stage_restarts_total{%s,stage=\"%s\"} %" PRIu64 "\n", lb, name,
             ri.n_starts > 0 ? ri.n_starts - 1 : 0);
         for (unsigned i = 0; rs_pipe_metric_name((enum rs_pipe_stage)s, 0, i) != NULL; i++)
-            put(b, "ringserve:stage_counter{%s,stage=\"%s\",name=\"%s\"} %" PRIu64 "\n", lb,
-                name, rs_pipe_metric_name((enum rs_pipe_stage)s, 0, i),
+            put(b, "ringserve:stage_counter{%s,stage=\"%s\",name=\"%s\"} %" PRIu64 "\n", lb, name,
+                rs_pipe_metric_name((enum rs_pipe_stage)s, 0, i),
                 atomic_load_explicit(&p->metrics->stage[s].counter[i], memory_order_relaxed));
     }
 }

@@ -29,10 +29,10 @@
 
 /* An OpenAI-style error: HTTP status and the body's error object. */
 struct gw_err {
-    int status;          /* 400, 401, 404, 409, 413, 429, 500, 503 */
-    const char *type;    /* "invalid_request_error", ... (static) */
-    const char *code;    /* e.g. "model_not_found"; NULL = null (static) */
-    char param[64];      /* the field, "" = null */
+    int status;       /* 400, 401, 404, 409, 413, 429, 500, 503 */
+    const char *type; /* "invalid_request_error", ... (static) */
+    const char *code; /* e.g. "model_not_found"; NULL = null (static) */
+    char param[64];   /* the field, "" = null */
     char message[640];
 };
 
@@ -63,10 +63,10 @@ struct gw_tool_call {
 /* One chat message; strings borrowed from the document. */
 struct gw_message {
     enum gw_role role;
-    char *content;         /* the text parts joined (owned); NULL when content was null */
+    char *content; /* the text parts joined (owned); NULL when content was null */
     size_t content_len;
-    const char *name;      /* NULL = absent */
-    const char *tool_call_id; /* tool messages */
+    const char *name;                /* NULL = absent */
+    const char *tool_call_id;        /* tool messages */
     struct gw_tool_call *tool_calls; /* assistant messages (owned array) */
     uint32_t n_tool_calls;
 };
@@ -82,7 +82,7 @@ enum gw_rf { GW_RF_NONE = 0, GW_RF_TEXT, GW_RF_JSON_OBJECT, GW_RF_JSON_SCHEMA };
 
 struct gw_logit_bias {
     uint32_t token;
-    float bias;            /* [-100, 100] */
+    float bias; /* [-100, 100] */
 };
 
 /*
@@ -92,8 +92,8 @@ struct gw_logit_bias {
  */
 struct gw_oai_req {
     enum gw_api api;
-    json_t *root;          /* the document (owned); borrowed strings point into it */
-    const char *model;     /* NULL = absent (the served model) */
+    json_t *root;              /* the document (owned); borrowed strings point into it */
+    const char *model;         /* NULL = absent (the served model) */
     struct gw_prompt *prompts; /* completions: n_prompts >= 1 (owned array) */
     uint32_t n_prompts;
     struct gw_message *messages; /* chat: n_messages >= 1 (owned array) */
@@ -103,7 +103,7 @@ struct gw_oai_req {
     enum gw_tool_choice tool_choice;
     const char *tool_choice_name; /* GW_TOOL_NAMED */
     bool add_generation_prompt;   /* chat (vLLM extension), default true */
-    uint32_t n;            /* choices per prompt, 1.. */
+    uint32_t n;                   /* choices per prompt, 1.. */
     bool stream, include_usage, echo;
     struct rs_wire_generate gen;
     uint32_t min_tokens;   /* 0 = none */
@@ -111,7 +111,7 @@ struct gw_oai_req {
     uint32_t top_logprobs; /* alternatives per token, 0..20 */
     const char *user;      /* NULL = absent */
     enum gw_rf response_format;
-    json_t *json_schema;   /* GW_RF_JSON_SCHEMA: the schema object (borrowed) */
+    json_t *json_schema; /* GW_RF_JSON_SCHEMA: the schema object (borrowed) */
     const char *json_schema_name;
     bool json_schema_strict;
     struct gw_logit_bias *logit_bias; /* owned array */

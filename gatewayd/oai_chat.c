@@ -37,8 +37,10 @@ static int parse_role(const json_t *m, const char *param, enum gw_role *out, str
             *out = (enum gw_role)i;
             return 0;
         }
-    return gw_err_set(e, 400, p, "'%s' must be one of system, developer, user, assistant, tool; "
-                      "got '%.40s'", p, s);
+    return gw_err_set(e, 400, p,
+                      "'%s' must be one of system, developer, user, assistant, tool; "
+                      "got '%.40s'",
+                      p, s);
 }
 
 /* Appends s[0..n) to m->content (a "\n" between parts). */
@@ -57,8 +59,7 @@ static int append_text(struct gw_message *m, const char *s, size_t n, struct gw_
     return 0;
 }
 
-static int parse_part(const json_t *part, const char *param, struct gw_message *m,
-                      struct gw_err *e)
+static int parse_part(const json_t *part, const char *param, struct gw_message *m, struct gw_err *e)
 {
     json_t *t = json_is_object(part) ? oai_field(part, "type") : NULL, *txt;
     const char *type, *s;
@@ -71,8 +72,10 @@ static int parse_part(const json_t *part, const char *param, struct gw_message *
         return -1;
     bool refusal = strcmp(type, "refusal") == 0 && m->role == GW_ROLE_ASSISTANT;
     if (strcmp(type, "text") != 0 && !refusal)
-        return gw_err_set(e, 400, p, "'%s' is '%.40s': only text content parts are supported "
-                          "(the served model reads text)", p, type);
+        return gw_err_set(e, 400, p,
+                          "'%s' is '%.40s': only text content parts are supported "
+                          "(the served model reads text)",
+                          p, type);
     snprintf(p, sizeof(p), "%.60s.%.20s", param, refusal ? "refusal" : "text");
     if ((txt = oai_field(part, refusal ? "refusal" : "text")) == NULL)
         return gw_err_set(e, 400, p, "'%s' is required", p);
@@ -91,17 +94,19 @@ static int parse_content(const json_t *msg, const char *param, struct gw_message
     if (v == NULL) {
         if (m->role == GW_ROLE_ASSISTANT)
             return 0; /* checked against tool_calls by the caller */
-        return gw_err_set(e, 400, p, "'%s' is required for a %s message", p,
-                          gw_role_name(m->role));
+        return gw_err_set(e, 400, p, "'%s' is required for a %s message", p, gw_role_name(m->role));
     }
     if (json_is_string(v))
         return append_text(m, json_string_value(v), json_string_length(v), e);
     if (!json_is_array(v))
-        return gw_err_set(e, 400, p, "'%s' must be a string or an array of content parts, got "
-                          "%s", p, oai_type_name(v));
+        return gw_err_set(e, 400, p,
+                          "'%s' must be a string or an array of content parts, got "
+                          "%s",
+                          p, oai_type_name(v));
     if (append_text(m, "", 0, e) != 0) /* an empty array is empty content, not null */
         return -1;
-    json_array_foreach(v, i, it) {
+    json_array_foreach(v, i, it)
+    {
         char pp[128];
         snprintf(pp, sizeof(pp), "%.60s[%zu]", p, i);
         if (parse_part(it, pp, m, e) != 0)
@@ -158,7 +163,8 @@ static int parse_tool_calls(const json_t *msg, const char *param, struct gw_mess
     m->tool_calls = calloc(json_array_size(v) + 1, sizeof(*m->tool_calls));
     if (m->tool_calls == NULL)
         return gw_err_set(e, 500, "", "out of memory");
-    json_array_foreach(v, i, it) {
+    json_array_foreach(v, i, it)
+    {
         char pp[128];
         snprintf(pp, sizeof(pp), "%.60s[%zu]", p, i);
         if (parse_tool_call(it, pp, &m->tool_calls[m->n_tool_calls++], e) != 0)
@@ -179,8 +185,7 @@ static int parse_message(const json_t *msg, uint32_t i, struct gw_message *m, st
         parse_tool_calls(msg, param, m, e) != 0)
         return -1;
     if (m->role == GW_ROLE_ASSISTANT && m->content == NULL && m->n_tool_calls == 0)
-        return gw_err_set(e, 400, param, "'%s' (assistant) needs 'content' or 'tool_calls'",
-                          param);
+        return gw_err_set(e, 400, param, "'%s' (assistant) needs 'content' or 'tool_calls'", param);
     snprintf(p, sizeof(p), "%.60s.name", param);
     if ((v = oai_field(msg, "name")) != NULL && oai_string(v, p, &m->name, NULL, e) != 0)
         return -1;
@@ -201,7 +206,8 @@ static int parse_messages(const json_t *root, struct gw_oai_req *r, struct gw_er
     r->messages = calloc(json_array_size(v), sizeof(*r->messages));
     if (r->messages == NULL)
         return gw_err_set(e, 500, "", "out of memory");
-    json_array_foreach(v, i, it) {
+    json_array_foreach(v, i, it)
+    {
         r->n_messages = (uint32_t)i + 1;
         if (parse_message(it, (uint32_t)i, &r->messages[i], e) != 0)
             return -1;
@@ -225,8 +231,7 @@ static int parse_tool(const json_t *t, const char *param, struct gw_tool *out, s
     if (str_at(t, param, "type", &type, e) != 0)
         return -1;
     if (strcmp(type, "function") != 0)
-        return gw_err_set(e, 400, param, "'%s.type' must be 'function', got '%.40s'", param,
-                          type);
+        return gw_err_set(e, 400, param, "'%s.type' must be 'function', got '%.40s'", param, type);
     snprintf(p, sizeof(p), "%.60s.function", param);
     if ((f = oai_field(t, "function")) == NULL || !json_is_object(f))
         return gw_err_set(e, 400, p, "'%s' must be an object", p);
@@ -259,7 +264,8 @@ static int parse_tools(const json_t *root, struct gw_oai_req *r, struct gw_err *
     r->tools = calloc(json_array_size(v) + 1, sizeof(*r->tools));
     if (r->tools == NULL)
         return gw_err_set(e, 500, "", "out of memory");
-    json_array_foreach(v, i, it) {
+    json_array_foreach(v, i, it)
+    {
         char p[128];
         snprintf(p, sizeof(p), "tools[%zu]", i);
         if (parse_tool(it, p, &r->tools[r->n_tools++], e) != 0)
@@ -279,21 +285,24 @@ static int parse_tool_choice(const json_t *root, struct gw_oai_req *r, struct gw
             if (strcmp(json_string_value(v), modes[i]) == 0)
                 r->tool_choice = (enum gw_tool_choice)i;
         if (strcmp(json_string_value(v), modes[r->tool_choice]) != 0)
-            return gw_err_set(e, 400, "tool_choice", "'tool_choice' must be 'auto', 'none', "
+            return gw_err_set(e, 400, "tool_choice",
+                              "'tool_choice' must be 'auto', 'none', "
                               "'required' or a function object");
     } else if (json_is_object(v) && (f = oai_field(v, "function")) != NULL) {
         if (str_at(f, "tool_choice.function", "name", &r->tool_choice_name, e) != 0)
             return -1;
         r->tool_choice = GW_TOOL_NAMED;
     } else {
-        return gw_err_set(e, 400, "tool_choice", "'tool_choice' must be a string or "
+        return gw_err_set(e, 400, "tool_choice",
+                          "'tool_choice' must be a string or "
                           "{\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
     for (uint32_t i = 0; r->tool_choice == GW_TOOL_NAMED && i < r->n_tools; i++)
         if (strcmp(r->tools[i].name, r->tool_choice_name) == 0)
             return 0;
     if (r->tool_choice == GW_TOOL_NAMED || (r->tool_choice == GW_TOOL_REQUIRED && !r->n_tools))
-        return gw_err_set(e, 400, "tool_choice", "'tool_choice' names a tool that 'tools' does "
+        return gw_err_set(e, 400, "tool_choice",
+                          "'tool_choice' names a tool that 'tools' does "
                           "not define");
     return 0;
 }

@@ -20,8 +20,7 @@ int oai_number(const json_t *v, const char *param, double *out, struct gw_err *e
 int oai_int(const json_t *v, const char *param, long long lo, long long hi, long long *out,
             struct gw_err *e);
 int oai_bool(const json_t *v, const char *param, bool *out, struct gw_err *e);
-int oai_string(const json_t *v, const char *param, const char **s, size_t *len,
-               struct gw_err *e);
+int oai_string(const json_t *v, const char *param, const char **s, size_t *len, struct gw_err *e);
 
 /* Chat fields: messages, tools, tool_choice, add_generation_prompt. */
 int oai_parse_chat(const json_t *root, struct gw_oai_req *r, struct gw_err *e);

@@ -36,14 +36,21 @@ int gw_err_set(struct gw_err *e, int status, const char *param, const char *fmt,
 const char *oai_type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return "number";
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
+    case JSON_INTEGER:
+        return "integer";
+    case JSON_REAL:
+        return "number";
     case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    default: return "null";
+    case JSON_FALSE:
+        return "boolean";
+    default:
+        return "null";
     }
 }
 
@@ -56,8 +63,7 @@ json_t *oai_field(const json_t *obj, const char *name)
 int oai_number(const json_t *v, const char *param, double *out, struct gw_err *e)
 {
     if (!json_is_number(v))
-        return gw_err_set(e, 400, param, "'%s' must be a number, got %s", param,
-                          oai_type_name(v));
+        return gw_err_set(e, 400, param, "'%s' must be a number, got %s", param, oai_type_name(v));
     *out = json_number_value(v);
     return 0;
 }
@@ -85,18 +91,15 @@ int oai_int(const json_t *v, const char *param, long long lo, long long hi, long
 int oai_bool(const json_t *v, const char *param, bool *out, struct gw_err *e)
 {
     if (!json_is_boolean(v))
-        return gw_err_set(e, 400, param, "'%s' must be a boolean, got %s", param,
-                          oai_type_name(v));
+        return gw_err_set(e, 400, param, "'%s' must be a boolean, got %s", param, oai_type_name(v));
     *out = json_is_true(v);
     return 0;
 }
 
-int oai_string(const json_t *v, const char *param, const char **s, size_t *len,
-               struct gw_err *e)
+int oai_string(const json_t *v, const char *param, const char **s, size_t *len, struct gw_err *e)
 {
     if (!json_is_string(v))
-        return gw_err_set(e, 400, param, "'%s' must be a string, got %s", param,
-                          oai_type_name(v));
+        return gw_err_set(e, 400, param, "'%s' must be a string, got %s", param, oai_type_name(v));
     *s = json_string_value(v);
     if (len != NULL)
         *len = json_string_length(v);
@@ -202,8 +205,10 @@ static int parse_max_tokens(const json_t *root, struct gw_oai_req *r, struct gw_
     }
     if (r->min_tokens > 0 && (r->gen.has & RS_WIRE_GEN_MAX_TOKENS) &&
         r->min_tokens > r->gen.max_tokens)
-        return gw_err_set(e, 400, "min_tokens", "'min_tokens' (%u) must not exceed 'max_tokens' "
-                          "(%u)", r->min_tokens, r->gen.max_tokens);
+        return gw_err_set(e, 400, "min_tokens",
+                          "'min_tokens' (%u) must not exceed 'max_tokens' "
+                          "(%u)",
+                          r->min_tokens, r->gen.max_tokens);
     return 0;
 }
 
@@ -241,9 +246,12 @@ static int parse_stop(const json_t *root, struct rs_wire_generate *g, struct gw_
     if ((v = oai_field(root, "stop_token_ids")) == NULL)
         return 0;
     if (!json_is_array(v) || json_array_size(v) > RS_WIRE_STOP_IDS_MAX)
-        return gw_err_set(e, 400, "stop_token_ids", "'stop_token_ids' must be an array of at "
-                          "most %d token ids", RS_WIRE_STOP_IDS_MAX);
-    json_array_foreach(v, i, it) {
+        return gw_err_set(e, 400, "stop_token_ids",
+                          "'stop_token_ids' must be an array of at "
+                          "most %d token ids",
+                          RS_WIRE_STOP_IDS_MAX);
+    json_array_foreach(v, i, it)
+    {
         long long x;
         if (oai_int(it, "stop_token_ids", 0, RS_WIRE_TOKEN_MAX, &x, e) != 0)
             return -1;
@@ -260,24 +268,31 @@ static int parse_logit_bias(const json_t *root, struct gw_oai_req *r, struct gw_
     if (v == NULL)
         return 0;
     if (!json_is_object(v) || json_object_size(v) > GW_MAX_LOGIT_BIAS)
-        return gw_err_set(e, 400, "logit_bias", "'logit_bias' must be an object of at most %d "
-                          "token ids to numbers", GW_MAX_LOGIT_BIAS);
+        return gw_err_set(e, 400, "logit_bias",
+                          "'logit_bias' must be an object of at most %d "
+                          "token ids to numbers",
+                          GW_MAX_LOGIT_BIAS);
     r->logit_bias = calloc(json_object_size(v) + 1, sizeof(*r->logit_bias));
     if (r->logit_bias == NULL)
         return gw_err_set(e, 500, "", "out of memory");
-    json_object_foreach(v, key, val) {
+    json_object_foreach(v, key, val)
+    {
         char *end;
         double b = 0;
         unsigned long id = strtoul(key, &end, 10);
         if (*key == '\0' || *end != '\0' || key[0] == '-' || key[0] == '+' ||
             id > RS_WIRE_TOKEN_MAX)
-            return gw_err_set(e, 400, "logit_bias", "'logit_bias' key '%.40s' is not a token "
-                              "id", key);
+            return gw_err_set(e, 400, "logit_bias",
+                              "'logit_bias' key '%.40s' is not a token "
+                              "id",
+                              key);
         if (oai_number(val, "logit_bias", &b, e) != 0)
             return -1;
         if (!(b >= -100 && b <= 100))
-            return gw_err_set(e, 400, "logit_bias", "'logit_bias' of token %lu must be in "
-                              "[-100, 100], got %g", id, b);
+            return gw_err_set(e, 400, "logit_bias",
+                              "'logit_bias' of token %lu must be in "
+                              "[-100, 100], got %g",
+                              id, b);
         r->logit_bias[r->n_logit_bias++] = (struct gw_logit_bias){(uint32_t)id, (float)b};
     }
     return 0;
@@ -291,21 +306,27 @@ static int parse_json_schema(const json_t *rf, struct gw_oai_req *r, struct gw_e
     const char *name;
     size_t len;
     if (js == NULL || !json_is_object(js))
-        return gw_err_set(e, 400, "response_format.json_schema", "'response_format' of type "
+        return gw_err_set(e, 400, "response_format.json_schema",
+                          "'response_format' of type "
                           "'json_schema' needs a 'json_schema' object");
     if ((v = oai_field(js, "name")) == NULL)
-        return gw_err_set(e, 400, "response_format.json_schema.name", "'response_format."
+        return gw_err_set(e, 400, "response_format.json_schema.name",
+                          "'response_format."
                           "json_schema.name' is required");
     if (oai_string(v, "response_format.json_schema.name", &name, &len, e) != 0)
         return -1;
-    if (len == 0 || len > 64 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX"
-                                             "YZ0123456789_-") != len)
-        return gw_err_set(e, 400, "response_format.json_schema.name", "'response_format."
+    if (len == 0 || len > 64 ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX"
+                     "YZ0123456789_-") != len)
+        return gw_err_set(e, 400, "response_format.json_schema.name",
+                          "'response_format."
                           "json_schema.name' must be 1..64 of a-z, A-Z, 0-9, _ and -");
     r->json_schema_name = name;
     if ((v = oai_field(js, "schema")) != NULL && !json_is_object(v))
-        return gw_err_set(e, 400, "response_format.json_schema.schema", "'response_format."
-                          "json_schema.schema' must be an object, got %s", oai_type_name(v));
+        return gw_err_set(e, 400, "response_format.json_schema.schema",
+                          "'response_format."
+                          "json_schema.schema' must be an object, got %s",
+                          oai_type_name(v));
     r->json_schema = v;
     if ((v = oai_field(js, "strict")) != NULL &&
         oai_bool(v, "response_format.json_schema.strict", &r->json_schema_strict, e) != 0)
@@ -321,8 +342,10 @@ static int parse_response_format(const json_t *root, struct gw_oai_req *r, struc
     if (rf == NULL)
         return 0;
     if (!json_is_object(rf))
-        return gw_err_set(e, 400, "response_format", "'response_format' must be an object, got "
-                          "%s", oai_type_name(rf));
+        return gw_err_set(e, 400, "response_format",
+                          "'response_format' must be an object, got "
+                          "%s",
+                          oai_type_name(rf));
     if ((t = oai_field(rf, "type")) == NULL)
         return gw_err_set(e, 400, "response_format.type", "'response_format.type' is required");
     if (oai_string(t, "response_format.type", &type, NULL, e) != 0)
@@ -331,8 +354,10 @@ static int parse_response_format(const json_t *root, struct gw_oai_req *r, struc
         if (strcmp(type, names[i]) == 0)
             r->response_format = (enum gw_rf)(GW_RF_TEXT + i);
     if (r->response_format == GW_RF_NONE)
-        return gw_err_set(e, 400, "response_format.type", "'response_format.type' must be "
-                          "'text', 'json_object' or 'json_schema', got '%.40s'", type);
+        return gw_err_set(e, 400, "response_format.type",
+                          "'response_format.type' must be "
+                          "'text', 'json_object' or 'json_schema', got '%.40s'",
+                          type);
     return r->response_format == GW_RF_JSON_SCHEMA ? parse_json_schema(rf, r, e) : 0;
 }
 
@@ -343,17 +368,22 @@ static int prompt_ids(const json_t *a, uint32_t k, struct gw_prompt *p, struct g
     size_t n = json_array_size(a), i;
     json_t *it;
     if (n == 0 || n > RS_WIRE_PROMPT_IDS_MAX)
-        return gw_err_set(e, 400, "prompt", "'prompt' item %u: a token id list must hold 1..%u "
-                          "ids, got %zu", k, RS_WIRE_PROMPT_IDS_MAX, n);
+        return gw_err_set(e, 400, "prompt",
+                          "'prompt' item %u: a token id list must hold 1..%u "
+                          "ids, got %zu",
+                          k, RS_WIRE_PROMPT_IDS_MAX, n);
     p->is_ids = true;
     p->ids = malloc(n * sizeof(uint32_t));
     if (p->ids == NULL)
         return gw_err_set(e, 500, "", "out of memory");
-    json_array_foreach(a, i, it) {
+    json_array_foreach(a, i, it)
+    {
         if (!json_is_integer(it) || json_integer_value(it) < 0 ||
             json_integer_value(it) > RS_WIRE_TOKEN_MAX)
-            return gw_err_set(e, 400, "prompt", "'prompt' item %u: token %zu must be an integer "
-                              "in [0, %u], got %s", k, i, RS_WIRE_TOKEN_MAX, oai_type_name(it));
+            return gw_err_set(e, 400, "prompt",
+                              "'prompt' item %u: token %zu must be an integer "
+                              "in [0, %u], got %s",
+                              k, i, RS_WIRE_TOKEN_MAX, oai_type_name(it));
         p->ids[p->n_ids++] = (uint32_t)json_integer_value(it);
     }
     return 0;
@@ -378,7 +408,8 @@ static int parse_prompts(const json_t *root, struct gw_oai_req *r, struct gw_err
     bool ids = json_is_array(v) && json_array_size(v) > 0 && json_is_integer(json_array_get(v, 0));
     n = json_is_string(v) || ids ? 1 : json_is_array(v) ? json_array_size(v) : 0;
     if (n == 0 || n > GW_MAX_PROMPTS)
-        return gw_err_set(e, 400, "prompt", "'prompt' must be a string, an array of 1..%d "
+        return gw_err_set(e, 400, "prompt",
+                          "'prompt' must be a string, an array of 1..%d "
                           "strings, an array of token ids or an array of token id arrays",
                           GW_MAX_PROMPTS);
     r->prompts = calloc(n, sizeof(*r->prompts));
@@ -389,12 +420,14 @@ static int parse_prompts(const json_t *root, struct gw_oai_req *r, struct gw_err
         return prompt_text(v, 0, &r->prompts[0], e);
     if (ids)
         return prompt_ids(v, 0, &r->prompts[0], e);
-    json_array_foreach(v, i, it) {
+    json_array_foreach(v, i, it)
+    {
         int rc = json_is_string(it)  ? prompt_text(it, (uint32_t)i, &r->prompts[i], e)
                  : json_is_array(it) ? prompt_ids(it, (uint32_t)i, &r->prompts[i], e)
-                                     : gw_err_set(e, 400, "prompt", "'prompt' item %zu must be "
-                                                  "a string or a token id array, got %s", i,
-                                                  oai_type_name(it));
+                                     : gw_err_set(e, 400, "prompt",
+                                                  "'prompt' item %zu must be "
+                                                  "a string or a token id array, got %s",
+                                                  i, oai_type_name(it));
         if (rc != 0)
             return -1;
     }
@@ -414,8 +447,10 @@ static int parse_choices(const json_t *root, struct gw_oai_req *r, struct gw_err
         if (oai_int(v, "best_of", 1, GW_MAX_CHOICES, &best, e) != 0)
             return -1;
         if (best != n)
-            return gw_err_set(e, 400, "best_of", "'best_of' must equal 'n' (%lld): ranking "
-                              "candidates server-side is not supported, got %lld", n, best);
+            return gw_err_set(e, 400, "best_of",
+                              "'best_of' must equal 'n' (%lld): ranking "
+                              "candidates server-side is not supported, got %lld",
+                              n, best);
     }
     return 0;
 }
@@ -430,8 +465,10 @@ static int parse_stream(const json_t *root, struct gw_oai_req *r, struct gw_err 
     if (!r->stream)
         return gw_err_set(e, 400, "stream_options", "'stream_options' needs 'stream': true");
     if (!json_is_object(so))
-        return gw_err_set(e, 400, "stream_options", "'stream_options' must be an object, got "
-                          "%s", oai_type_name(so));
+        return gw_err_set(e, 400, "stream_options",
+                          "'stream_options' must be an object, got "
+                          "%s",
+                          oai_type_name(so));
     if ((v = oai_field(so, "include_usage")) != NULL &&
         oai_bool(v, "stream_options.include_usage", &r->include_usage, e) != 0)
         return -1;
@@ -467,13 +504,15 @@ static int parse_completion_extras(const json_t *root, struct gw_oai_req *r, str
     if ((v = oai_field(root, "echo")) != NULL && oai_bool(v, "echo", &r->echo, e) != 0)
         return -1;
     if (r->echo && r->logprobs)
-        return gw_err_set(e, 400, "echo", "'echo' with 'logprobs' would need the prompt's "
+        return gw_err_set(e, 400, "echo",
+                          "'echo' with 'logprobs' would need the prompt's "
                           "logprobs, which this server does not compute");
     if ((v = oai_field(root, "suffix")) != NULL) {
         if (oai_string(v, "suffix", &s, &len, e) != 0)
             return -1;
         if (len > 0)
-            return gw_err_set(e, 400, "suffix", "'suffix' (fill-in-the-middle) is not "
+            return gw_err_set(e, 400, "suffix",
+                              "'suffix' (fill-in-the-middle) is not "
                               "supported");
     }
     if (parse_prompts(root, r, e) != 0)
@@ -497,8 +536,7 @@ static int parse_common(const json_t *root, struct gw_oai_req *r, struct gw_err 
         parse_logprobs(root, r, e) != 0 || parse_logit_bias(root, r, e) != 0 ||
         parse_response_format(root, r, e) != 0)
         return -1;
-    return r->api == GW_API_CHAT ? oai_parse_chat(root, r, e)
-                                 : parse_completion_extras(root, r, e);
+    return r->api == GW_API_CHAT ? oai_parse_chat(root, r, e) : parse_completion_extras(root, r, e);
 }
 
 int gw_oai_parse(enum gw_api api, const char *body, size_t len, struct gw_oai_req *out,
@@ -511,8 +549,8 @@ int gw_oai_parse(enum gw_api api, const char *body, size_t len, struct gw_oai_re
     out->add_generation_prompt = true;
     out->root = json_loadb(body, len, JSON_ALLOW_NUL, &je);
     if (out->root == NULL)
-        return gw_err_set(e, 400, "", "invalid JSON at line %d column %d: %s", je.line,
-                          je.column, je.text);
+        return gw_err_set(e, 400, "", "invalid JSON at line %d column %d: %s", je.line, je.column,
+                          je.text);
     if (!json_is_object(out->root)) {
         gw_err_set(e, 400, "", "the request body must be a JSON object, got %s",
                    oai_type_name(out->root));

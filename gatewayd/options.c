@@ -18,8 +18,8 @@ enum okind { O_STR, O_CSTR, O_FD, O_U16, O_U32, O_U64 };
 struct opt {
     const char *name, *arg;
     enum okind kind;
-    size_t off, cap;        /* field offset; O_STR: buffer bytes */
-    uint64_t lo, hi, def;   /* numbers: range and default */
+    size_t off, cap;      /* field offset; O_STR: buffer bytes */
+    uint64_t lo, hi, def; /* numbers: range and default */
     const char *help;
 };
 
@@ -62,15 +62,16 @@ static const struct opt opts[] = {
      "a request's time limit (default 600000)"},
     {"--down-grace-ms", "N", O_U32, F(down_grace_ms), 0, 0, 86400000, 2000,
      "a stage not serving this long makes new requests 503 (default 2000)"},
-    {"--stream-buffer-bytes", "N", O_U64, F(stream_buffer_max), 0, 65536, 1ull << 32,
-     16ull << 20, "stream output a client has not read yet, at most (default 16 MiB)"},
+    {"--stream-buffer-bytes", "N", O_U64, F(stream_buffer_max), 0, 65536, 1ull << 32, 16ull << 20,
+     "stream output a client has not read yet, at most (default 16 MiB)"},
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gatewayd [options]\n"
-               "The OpenAI-compatible HTTP front of a ringserve instance (gatewayd/README.md).\n\n");
+    fprintf(f,
+            "usage: gatewayd [options]\n"
+            "The OpenAI-compatible HTTP front of a ringserve instance (gatewayd/README.md).\n\n");
     for (size_t i = 0; i < N_OPTS; i++)
         fprintf(f, "  %s %-5s %s\n", opts[i].name, opts[i].arg, opts[i].help);
     fprintf(f, "  --help        this text\n");
@@ -138,8 +139,8 @@ int gw_opts_parse(struct gw_opts *o, int argc, char **argv)
             if (opts[k].kind >= O_U16)
                 fprintf(stderr, " in %llu..%llu", (unsigned long long)opts[k].lo,
                         (unsigned long long)opts[k].hi);
-            fprintf(stderr, "%s%s\n", i + 1 < argc ? ", got " : "", i + 1 < argc ? argv[i + 1]
-                                                                                 : "");
+            fprintf(stderr, "%s%s\n", i + 1 < argc ? ", got " : "",
+                    i + 1 < argc ? argv[i + 1] : "");
             return 2;
         }
         i++;

@@ -69,8 +69,8 @@ static int instance_up(struct gw_req *r, struct gw_err *e)
 {
     if (r->gw->seg.p != NULL && r->gw->model_name[0] != '\0')
         return 0;
-    return gw_err_set(e, 503, "", "%s", r->gw->seg.why[0] ? r->gw->seg.why
-                                                          : "the instance is not running");
+    return gw_err_set(e, 503, "", "%s",
+                      r->gw->seg.why[0] ? r->gw->seg.why : "the instance is not running");
 }
 
 static enum MHD_Result models(struct gw_req *r)
@@ -78,8 +78,8 @@ static enum MHD_Result models(struct gw_req *r)
     struct gw_err e;
     if (instance_up(r, &e) != 0)
         return gw_respond_error(r, &e);
-    return gw_respond_json(r, 200, json_pack("{s:s, s:[o]}", "object", "list", "data",
-                                             model_object(r->gw)));
+    return gw_respond_json(
+        r, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(r->gw)));
 }
 
 static enum MHD_Result model_one(struct gw_req *r)

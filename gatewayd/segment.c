@@ -70,8 +70,8 @@ void gw_seg_tick(struct gw *g, uint64_t now, bool force)
     g->seg.checked_ns = now;
     if (!segment_file(g, &st))
         close_view(g, "the instance is not running (no segment)");
-    else if (g->seg.p != NULL && ((uint64_t)st.st_ino != g->seg.ino ||
-                                  (uint64_t)st.st_dev != g->seg.dev))
+    else if (g->seg.p != NULL &&
+             ((uint64_t)st.st_ino != g->seg.ino || (uint64_t)st.st_dev != g->seg.dev))
         close_view(g, "the segment was replaced (whole-pipeline restart)");
     if (g->seg.p == NULL && segment_file(g, &st))
         open_view(g, &st);
@@ -125,8 +125,8 @@ int gw_seg_health(struct gw *g, json_t **body)
     if (down[0] != '\0') {
         char msg[320];
         snprintf(msg, sizeof(msg), "not serving: %s", down);
-        *body = json_pack("{s:s, s:s, s:o}", "status", "unavailable", "message", msg, "stages",
-                          stages);
+        *body =
+            json_pack("{s:s, s:s, s:o}", "status", "unavailable", "message", msg, "stages", stages);
         return 503;
     }
     *body = json_pack("{s:s, s:o}", "status", "ok", "stages", stages);

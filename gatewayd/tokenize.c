@@ -49,8 +49,8 @@ rs_err gw_vocab_sync(struct gw *g)
 static int check_model(struct gw *g, const json_t *root, struct gw_err *e)
 {
     json_t *m = json_object_get(root, "model");
-    if (m == NULL || json_is_null(m) || (json_is_string(m) &&
-                                         strcmp(json_string_value(m), g->model_name) == 0))
+    if (m == NULL || json_is_null(m) ||
+        (json_is_string(m) && strcmp(json_string_value(m), g->model_name) == 0))
         return 0;
     gw_err_set(e, 404, "model", "The model `%.200s` does not exist.",
                json_is_string(m) ? json_string_value(m) : "?");
@@ -67,8 +67,10 @@ static int tokenize_messages(struct gw_req *r, struct gw_err *e)
         return -1;
     int rc = gw_call_prepare(&p, 0, &gen, e);
     gw_oai_req_free(&p);
-    return rc != 0 ? -1 : gw_err_set(e, 500, "", "rendered chat prompts cannot be tokenized "
-                                                 "here");
+    return rc != 0 ? -1
+                   : gw_err_set(e, 500, "",
+                                "rendered chat prompts cannot be tokenized "
+                                "here");
 }
 
 static enum MHD_Result tokenize_text(struct gw_req *r, json_t *root, struct gw_err *e)
@@ -86,8 +88,8 @@ static enum MHD_Result tokenize_text(struct gw_req *r, json_t *root, struct gw_e
     }
     size_t cap = json_string_length(p) + 8, n = 0;
     int32_t *ids = malloc(cap * sizeof(int32_t));
-    unsigned flags = RS_TOKENIZE_PARSE_SPECIAL |
-                     (a == NULL || !json_is_false(a) ? RS_TOKENIZE_ADD_SPECIAL : 0);
+    unsigned flags =
+        RS_TOKENIZE_PARSE_SPECIAL | (a == NULL || !json_is_false(a) ? RS_TOKENIZE_ADD_SPECIAL : 0);
     if (ids == NULL || rs_tokenizer_encode(g->tokenizer, json_string_value(p),
                                            json_string_length(p), flags, ids, cap, &n) != RS_OK) {
         free(ids);
@@ -98,9 +100,9 @@ static enum MHD_Result tokenize_text(struct gw_req *r, json_t *root, struct gw_e
     for (size_t i = 0; i < n; i++)
         json_array_append_new(arr, json_integer(ids[i]));
     free(ids);
-    return gw_respond_json(r, 200, json_pack("{s:I, s:I, s:o}", "count", (json_int_t)n,
-                                             "max_model_len", (json_int_t)g->seg.p->cfg.n_ctx,
-                                             "tokens", arr));
+    return gw_respond_json(r, 200,
+                           json_pack("{s:I, s:I, s:o}", "count", (json_int_t)n, "max_model_len",
+                                     (json_int_t)g->seg.p->cfg.n_ctx, "tokens", arr));
 }
 
 /* The parsed body, or NULL after answering (bad JSON, wrong model, no vocab). */
@@ -112,11 +114,10 @@ static json_t *open_body(struct gw_req *r, struct gw_err *e)
         gw_respond_error(r, e);
         return NULL;
     }
-    json_t *root = json_loadb(r->body.p != NULL ? r->body.p : "", r->body.len, JSON_ALLOW_NUL,
-                              &je);
+    json_t *root = json_loadb(r->body.p != NULL ? r->body.p : "", r->body.len, JSON_ALLOW_NUL, &je);
     if (root == NULL || !json_is_object(root)) {
-        gw_err_set(e, 400, "", "the body must be a JSON object (line %d column %d: %s)",
-                   je.line, je.column, root == NULL ? je.text : "not an object");
+        gw_err_set(e, 400, "", "the body must be a JSON object (line %d column %d: %s)", je.line,
+                   je.column, root == NULL ? je.text : "not an object");
     } else if (check_model(r->gw, root, e) == 0) {
         return root;
     }
@@ -156,7 +157,8 @@ enum MHD_Result gw_route_detokenize(struct gw_req *r)
         return gw_respond_error(r, &e);
     }
     int32_t *ids = malloc((json_array_size(t) + 1) * sizeof(int32_t));
-    json_array_foreach(t, i, it) {
+    json_array_foreach(t, i, it)
+    {
         if (ids == NULL || !json_is_integer(it) || json_integer_value(it) < 0 ||
             (size_t)json_integer_value(it) >= n_vocab) {
             free(ids);
@@ -169,9 +171,9 @@ enum MHD_Result gw_route_detokenize(struct gw_req *r)
     }
     size_t cap = json_array_size(t) * rs_vocab_max_piece_len(r->gw->vocab) + 8, len = 0;
     char *text = malloc(cap);
-    rs_err rc = text != NULL ? rs_detok_decode(r->gw->vocab, ids, json_array_size(t), 0, text,
-                                               cap, &len)
-                             : RS_ENOMEM;
+    rs_err rc = text != NULL
+                    ? rs_detok_decode(r->gw->vocab, ids, json_array_size(t), 0, text, cap, &len)
+                    : RS_ENOMEM;
     free(ids);
     json_decref(root);
     json_t *body = rc == RS_OK ? json_pack("{s:s%}", "prompt", text, len) : NULL;

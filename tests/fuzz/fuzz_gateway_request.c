@@ -16,12 +16,12 @@
 #include "gatewayd/format.h"
 #include "gatewayd/oai.h"
 
-#define FUZZ_ASSERT(c)                                                                     \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                        \
-            abort();                                                                       \
-        }                                                                                  \
+#define FUZZ_ASSERT(c)                                                                             \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);                                \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static void check_error(const struct gw_err *e)

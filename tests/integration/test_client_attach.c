@@ -89,8 +89,8 @@ static int same(const struct stream_rec *r, const struct rs_client_result *ref)
     RS_CHECK_MSG(r->n_finals == 1 && !r->out_of_order && r->res.status == RS_CLIENT_OK,
                  "finals %u, out of order %d, status %s", r->n_finals, r->out_of_order,
                  rs_client_status_name(r->res.status));
-    RS_CHECK_MSG(r->res.text_len == ref->text_len && memcmp(r->res.text, ref->text,
-                                                            ref->text_len) == 0,
+    RS_CHECK_MSG(r->res.text_len == ref->text_len &&
+                     memcmp(r->res.text, ref->text, ref->text_len) == 0,
                  "text differs:\n%s\n---- reference ----\n%s", r->res.text, ref->text);
     return 0;
 }

@@ -36,8 +36,8 @@ static json_t *post(struct env *e, const char *path, const char *body, const cha
 
 static const char *text_of(json_t *resp, size_t i)
 {
-    return json_string_value(json_object_get(json_array_get(json_object_get(resp, "choices"), i),
-                                             "text"));
+    return json_string_value(
+        json_object_get(json_array_get(json_object_get(resp, "choices"), i), "text"));
 }
 
 static int published_text(char *buf, size_t cap, size_t *len)
@@ -62,8 +62,10 @@ static int test_completion_gives_the_published_greedy_text(void)
     int rc = published_text(want, sizeof(want), &want_len);
     if (rc != 0 || (rc = gwt_up(&e, NULL)) != 0)
         return rc;
-    json_t *r = post(&e, "/v1/completions", "{\"model\":\"stories260K\",\"prompt\":\"\","
-                     "\"max_tokens\":256,\"temperature\":0}", NULL, &st);
+    json_t *r = post(&e, "/v1/completions",
+                     "{\"model\":\"stories260K\",\"prompt\":\"\","
+                     "\"max_tokens\":256,\"temperature\":0}",
+                     NULL, &st);
     GCHECK(r != NULL && st == 200, "status %d", st);
     GCHECK(strcmp(json_string_value(json_object_get(r, "object")), "text_completion") == 0, "%s",
            "object");
@@ -74,9 +76,10 @@ static int test_completion_gives_the_published_greedy_text(void)
                json_integer_value(json_object_get(u, "prompt_tokens")) == 1 &&
                json_integer_value(json_object_get(u, "total_tokens")) == 257,
            "usage %s", json_dumps(u, 0));
-    GCHECK(strcmp(json_string_value(json_object_get(json_array_get(json_object_get(r, "choices"),
-                                                                   0), "finish_reason")),
-                  "length") == 0, "%s", "finish_reason");
+    GCHECK(strcmp(json_string_value(json_object_get(
+                      json_array_get(json_object_get(r, "choices"), 0), "finish_reason")),
+                  "length") == 0,
+           "%s", "finish_reason");
 out:
     json_decref(r);
     gwt_down(&e, fail);
@@ -128,7 +131,8 @@ static int test_stream_chunks_add_up_to_the_completion(void)
     GCHECK(gwt_http(e.gw.port, "POST", "/v1/completions", NULL, body, &s) == 0 && s.status == 200,
            "stream status %d", s.status);
     GCHECK(gwt_header(&s, "Content-Type", ctype, sizeof(ctype)) != NULL &&
-               strncmp(ctype, "text/event-stream", 17) == 0, "content type %s", ctype);
+               strncmp(ctype, "text/event-stream", 17) == 0,
+           "content type %s", ctype);
     GCHECK(check_stream(s.body, 1, text, sizeof(text)) == 0, "%s", "stream checks above");
     GCHECK(strcmp(text, text_of(whole, 0)) == 0, "stream text:\n%s\nwhole:\n%s", text,
            text_of(whole, 0));
@@ -154,9 +158,11 @@ static int test_curl_sees_sse_framing(void)
         free(buf);
         return rc;
     }
-    snprintf(cmd, sizeof(cmd), "curl -sN --fail-with-body http://127.0.0.1:%u/v1/completions "
+    snprintf(cmd, sizeof(cmd),
+             "curl -sN --fail-with-body http://127.0.0.1:%u/v1/completions "
              "-H 'Content-Type: application/json' -d '{\"prompt\":\"The dog\",\"max_tokens\":"
-             "40,\"temperature\":0,\"stream\":true}'", e.gw.port);
+             "40,\"temperature\":0,\"stream\":true}'",
+             e.gw.port);
     FILE *p = popen(cmd, "r");
     size_t n = p != NULL ? fread(buf, 1, (1 << 20) - 1, p) : 0;
     int status = p != NULL ? pclose(p) : -1;
@@ -195,15 +201,20 @@ static const struct bad_case bad_cases[] = {
     {"/v1/completions", "{\"prompt\": tru", 400, NULL},
     {"/v1/completions", "[1,2]", 400, NULL},
     {"/v1/chat/completions", "{\"messages\":[{\"content\":\"hi\"}]}", 400, "messages[0].role"},
-    {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
-     "\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}", 400, "messages[0].content[0].type"},
+    {"/v1/chat/completions",
+     "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+     "\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
+     400, "messages[0].content[0].type"},
     {"/v1/chat/completions", "{\"messages\":[{\"role\":\"tool\",\"content\":\"4\"}]}", 400,
      "messages[0].tool_call_id"},
     {"/v1/chat/completions", "{\"messages\":[]}", 400, "messages"},
-    {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
-     "\"top_logprobs\":2}", 400, "top_logprobs"},
+    {"/v1/chat/completions",
+     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+     "\"top_logprobs\":2}",
+     400, "top_logprobs"},
     /* valid, but the pipeline cannot render chat yet: the one place says so */
-    {"/v1/chat/completions", "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+    {"/v1/chat/completions",
+     "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
      "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}],\"logprobs\":true,"
      "\"top_logprobs\":2,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
      400, "messages"},
@@ -224,14 +235,14 @@ static int test_invalid_requests_name_the_field(void)
         json_t *err = json_object_get(r, "error"), *param = json_object_get(err, "param");
         GCHECK(r != NULL && st == c->status, "case %zu %s: status %d", i, c->body, st);
         GCHECK(json_is_string(json_object_get(err, "message")) &&
-                   json_is_string(json_object_get(err, "type")), "case %zu: error shape", i);
-        GCHECK(c->param == NULL ? json_is_null(param)
-                                : json_is_string(param) &&
-                                      strcmp(json_string_value(param), c->param) == 0,
+                   json_is_string(json_object_get(err, "type")),
+               "case %zu: error shape", i);
+        GCHECK(c->param == NULL
+                   ? json_is_null(param)
+                   : json_is_string(param) && strcmp(json_string_value(param), c->param) == 0,
                "case %zu %s: param %s, want %s (%s)", i, c->body,
-               json_is_string(param) ? json_string_value(param) : "null", c->param ? c->param
-                                                                                    : "null",
-               json_string_value(json_object_get(err, "message")));
+               json_is_string(param) ? json_string_value(param) : "null",
+               c->param ? c->param : "null", json_string_value(json_object_get(err, "message")));
         json_decref(r);
         r = NULL;
     }
@@ -242,8 +253,9 @@ static int test_invalid_requests_name_the_field(void)
     snprintf(ids + k, sizeof(ids) - (size_t)k, "],\"max_tokens\":4}");
     r = post(&e, "/v1/completions", ids, NULL, &st);
     json_t *err = json_object_get(r, "error");
-    GCHECK(st == 400 && strcmp(json_string_value(json_object_get(err, "code")),
-                               "context_length_exceeded") == 0 &&
+    GCHECK(st == 400 &&
+               strcmp(json_string_value(json_object_get(err, "code")), "context_length_exceeded") ==
+                   0 &&
                strcmp(json_string_value(json_object_get(err, "param")), "prompt") == 0,
            "too long: %d %s", st, r ? json_dumps(r, 0) : "");
     json_decref(r);
@@ -275,14 +287,17 @@ static int test_routes_and_models_answer_as_openai(void)
     const struct {
         const char *method, *path;
         int status;
-    } probes[] = {{"GET", "/v1/models/stories260K", 200}, {"GET", "/v1/models/other", 404},
-                  {"GET", "/v1/nothing", 404},           {"DELETE", "/v1/models", 405},
-                  {"GET", "/v1/completions", 405},       {"GET", "/health", 200}};
+    } probes[] = {{"GET", "/v1/models/stories260K", 200},
+                  {"GET", "/v1/models/other", 404},
+                  {"GET", "/v1/nothing", 404},
+                  {"DELETE", "/v1/models", 405},
+                  {"GET", "/v1/completions", 405},
+                  {"GET", "/health", 200}};
     for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
         gwt_resp_free(&g);
         GCHECK(gwt_http(e.gw.port, probes[i].method, probes[i].path, NULL, NULL, &g) == 0 &&
-                   g.status == probes[i].status, "%s %s: %d", probes[i].method, probes[i].path,
-               g.status);
+                   g.status == probes[i].status,
+               "%s %s: %d", probes[i].method, probes[i].path, g.status);
     }
 out:
     gwt_resp_free(&g);
@@ -322,14 +337,14 @@ static int test_health_names_the_stage_that_is_down(void)
     rs_harness_signal(&e.h, RS_PIPE_STAGE_LAUNCHERD, SIGKILL);
     h = health_until(&e, 503);
     GCHECK(h != NULL && strstr(json_string_value(json_object_get(h, "message")), "launcherd") &&
-               strcmp(json_string_value(json_object_get(json_object_get(h, "stages"),
-                                                        "launcherd")), "dead") == 0,
+               strcmp(json_string_value(json_object_get(json_object_get(h, "stages"), "launcherd")),
+                      "dead") == 0,
            "health: %s", h ? json_dumps(h, 0) : "none");
     usleep(300000); /* past --down-grace-ms */
     GCHECK(gwt_http(e.gw.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"x\"}", &r) == 0 &&
                r.status == 503 && gwt_header(&r, "Retry-After", ra, sizeof(ra)) != NULL &&
-               strstr(r.body, "launcherd") != NULL, "completion while down: %d %s", r.status,
-           r.body);
+               strstr(r.body, "launcherd") != NULL,
+           "completion while down: %d %s", r.status, r.body);
     GCHECK(rs_harness_start_stage(&e.h, RS_PIPE_STAGE_LAUNCHERD, NULL, 1) == RS_OK, "%s",
            "restart");
     json_decref(h);
@@ -351,8 +366,8 @@ out:
 /* The value of the first series line starting with `prefix` in a Prometheus text, or -1. */
 static double series(const char *text, const char *prefix)
 {
-    for (const char *l = text; l != NULL && *l != '\0'; l = strchr(l, '\n') ? strchr(l, '\n') + 1
-                                                                         : NULL)
+    for (const char *l = text; l != NULL && *l != '\0';
+         l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
         if (strncmp(l, prefix, strlen(prefix)) == 0) {
             const char *sp = strchr(l, ' ');
             return sp != NULL ? strtod(sp + 1, NULL) : -1;
@@ -367,11 +382,14 @@ static int test_metrics_export_vllm_names(void)
     int fail = 0, st, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
-    json_t *r = post(&e, "/v1/completions", "{\"prompt\":\"Once upon\",\"max_tokens\":12,"
-                     "\"temperature\":0,\"ignore_eos\":true}", NULL, &st);
+    json_t *r = post(&e, "/v1/completions",
+                     "{\"prompt\":\"Once upon\",\"max_tokens\":12,"
+                     "\"temperature\":0,\"ignore_eos\":true}",
+                     NULL, &st);
     GCHECK(st == 200, "completion %d", st);
     rs_harness_signal(&e.h, RS_PIPE_STAGE_POSTPROCD, SIGKILL);
-    GCHECK(rs_harness_start_stage(&e.h, RS_PIPE_STAGE_POSTPROCD, NULL, 1) == RS_OK, "%s", "restart");
+    GCHECK(rs_harness_start_stage(&e.h, RS_PIPE_STAGE_POSTPROCD, NULL, 1) == RS_OK, "%s",
+           "restart");
     GCHECK(gwt_http(e.gw.port, "GET", "/metrics", NULL, NULL, &m) == 0 && m.status == 200,
            "metrics %d", m.status);
     const char *lb = "{model_name=\"stories260K\"";
@@ -395,8 +413,8 @@ static int test_metrics_export_vllm_names(void)
     GCHECK(series(m.body, k) == 1, "%s = %g", k, series(m.body, k));
     snprintf(k, sizeof(k), "ringserve:stage_restarts_total%s,stage=\"launcherd\"", lb);
     GCHECK(series(m.body, k) == 0, "%s = %g", k, series(m.body, k));
-    GCHECK(strstr(m.body, "# TYPE ringserve:time_to_first_token_seconds histogram\n") != NULL,
-           "%s", "histogram type line");
+    GCHECK(strstr(m.body, "# TYPE ringserve:time_to_first_token_seconds histogram\n") != NULL, "%s",
+           "histogram type line");
 out:
     json_decref(r);
     gwt_resp_free(&m);
@@ -410,15 +428,18 @@ static int test_logprobs_in_both_formats(void)
     int fail = 0, st, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
-    json_t *r = post(&e, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":10,"
-                     "\"temperature\":0,\"logprobs\":3}", NULL, &st);
+    json_t *r = post(&e, "/v1/completions",
+                     "{\"prompt\":\"Once upon a time\",\"max_tokens\":10,"
+                     "\"temperature\":0,\"logprobs\":3}",
+                     NULL, &st);
     json_t *c0 = json_array_get(json_object_get(r, "choices"), 0);
     json_t *lp = json_object_get(c0, "logprobs");
     GCHECK(st == 200 && json_is_object(lp), "status %d", st);
     json_t *toks = json_object_get(lp, "tokens"), *tlp = json_object_get(lp, "token_logprobs");
     json_t *top = json_object_get(lp, "top_logprobs"), *off = json_object_get(lp, "text_offset");
     GCHECK(json_array_size(toks) == 10 && json_array_size(tlp) == 10 &&
-               json_array_size(top) == 10 && json_array_size(off) == 10, "%s", "lengths");
+               json_array_size(top) == 10 && json_array_size(off) == 10,
+           "%s", "lengths");
     char joined[1024] = "";
     long prev = -1;
     for (size_t i = 0; i < 10; i++) {
@@ -426,15 +447,16 @@ static int test_logprobs_in_both_formats(void)
         const char *k;
         double best = -1e30, mine = json_number_value(json_array_get(tlp, i));
         GCHECK(json_object_size(d) >= 1 && json_object_size(d) <= 4, "top %zu size", i);
-        json_object_foreach(d, k, v) best = json_number_value(v) > best ? json_number_value(v)
-                                                                        : best;
-        GCHECK(mine <= 0 && mine == best, "token %zu: greedy pick %g is not the best %g", i,
-               mine, best);
+        json_object_foreach(d, k, v) best =
+            json_number_value(v) > best ? json_number_value(v) : best;
+        GCHECK(mine <= 0 && mine == best, "token %zu: greedy pick %g is not the best %g", i, mine,
+               best);
         GCHECK(json_object_get(d, json_string_value(json_array_get(toks, i))) != NULL,
                "token %zu not among its top", i);
         GCHECK(json_integer_value(json_array_get(off, i)) > prev, "text_offset %zu", i);
         prev = (long)json_integer_value(json_array_get(off, i));
-        strncat(joined, json_string_value(json_array_get(toks, i)), sizeof(joined) - strlen(joined) - 1);
+        strncat(joined, json_string_value(json_array_get(toks, i)),
+                sizeof(joined) - strlen(joined) - 1);
     }
     GCHECK(strcmp(joined, json_string_value(json_object_get(c0, "text"))) == 0,
            "tokens '%s' vs text '%s'", joined, json_string_value(json_object_get(c0, "text")));
@@ -450,17 +472,23 @@ static int test_stop_string_ends_the_text(void)
     int fail = 0, st, st2, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
-    json_t *full = post(&e, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":"
-                        "80,\"temperature\":0}", NULL, &st);
-    json_t *cut = post(&e, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":"
-                       "80,\"temperature\":0,\"stop\":\".\"}", NULL, &st2);
+    json_t *full = post(&e, "/v1/completions",
+                        "{\"prompt\":\"Once upon a time\",\"max_tokens\":"
+                        "80,\"temperature\":0}",
+                        NULL, &st);
+    json_t *cut = post(&e, "/v1/completions",
+                       "{\"prompt\":\"Once upon a time\",\"max_tokens\":"
+                       "80,\"temperature\":0,\"stop\":\".\"}",
+                       NULL, &st2);
     GCHECK(st == 200 && st2 == 200, "%d %d", st, st2);
     const char *f = text_of(full, 0), *c = text_of(cut, 0), *dot = strchr(f, '.');
     GCHECK(dot != NULL, "no '.' in: %s", f);
-    GCHECK(strlen(c) == (size_t)(dot - f) && strncmp(c, f, strlen(c)) == 0, "cut '%s' of '%s'",
-           c, f);
-    GCHECK(strcmp(json_string_value(json_object_get(json_array_get(json_object_get(cut,
-                   "choices"), 0), "finish_reason")), "stop") == 0, "%s", "finish_reason");
+    GCHECK(strlen(c) == (size_t)(dot - f) && strncmp(c, f, strlen(c)) == 0, "cut '%s' of '%s'", c,
+           f);
+    GCHECK(strcmp(json_string_value(json_object_get(
+                      json_array_get(json_object_get(cut, "choices"), 0), "finish_reason")),
+                  "stop") == 0,
+           "%s", "finish_reason");
 out:
     json_decref(full);
     json_decref(cut);
@@ -474,10 +502,14 @@ static int test_n_choices_and_prompt_batches(void)
     int fail = 0, st, st2, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
-    json_t *a = post(&e, "/v1/completions", "{\"prompt\":[\"Once\",\"The dog\"],\"n\":3,"
-                     "\"max_tokens\":8,\"temperature\":1,\"seed\":11}", NULL, &st);
-    json_t *b = post(&e, "/v1/completions", "{\"prompt\":[\"Once\",\"The dog\"],\"n\":3,"
-                     "\"max_tokens\":8,\"temperature\":1,\"seed\":11}", NULL, &st2);
+    json_t *a = post(&e, "/v1/completions",
+                     "{\"prompt\":[\"Once\",\"The dog\"],\"n\":3,"
+                     "\"max_tokens\":8,\"temperature\":1,\"seed\":11}",
+                     NULL, &st);
+    json_t *b = post(&e, "/v1/completions",
+                     "{\"prompt\":[\"Once\",\"The dog\"],\"n\":3,"
+                     "\"max_tokens\":8,\"temperature\":1,\"seed\":11}",
+                     NULL, &st2);
     json_t *ch = json_object_get(a, "choices");
     GCHECK(st == 200 && st2 == 200 && json_array_size(ch) == 6, "%d %d %zu", st, st2,
            json_array_size(ch));
@@ -524,17 +556,18 @@ static int test_tokenize_and_detokenize_round_trip(void)
     json_t *d = post(&e, "/detokenize", body, NULL, &st3);
     free(body);
     json_decref(req);
-    GCHECK(st3 == 200 && strcmp(json_string_value(json_object_get(d, "prompt")),
-                                "Once upon a time") == 0, "detokenize: %s",
-           d ? json_dumps(d, 0) : "");
+    GCHECK(st3 == 200 &&
+               strcmp(json_string_value(json_object_get(d, "prompt")), "Once upon a time") == 0,
+           "detokenize: %s", d ? json_dumps(d, 0) : "");
     json_decref(d);
     d = post(&e, "/detokenize", "{\"tokens\":[1, 1000000]}", NULL, &st3);
     GCHECK(st3 == 400, "out-of-vocab id: %d", st3);
     json_decref(d);
     d = post(&e, "/tokenize", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", NULL,
              &st3);
-    GCHECK(st3 == 400 && strcmp(json_string_value(json_object_get(json_object_get(d, "error"),
-                                                                  "param")), "messages") == 0,
+    GCHECK(st3 == 400 &&
+               strcmp(json_string_value(json_object_get(json_object_get(d, "error"), "param")),
+                      "messages") == 0,
            "chat tokenize: %d", st3);
     json_decref(d);
 out:
@@ -558,8 +591,9 @@ static int test_api_keys_are_required_and_checked(void)
         return rc;
     const char *body = "{\"prompt\":\"x\",\"max_tokens\":2}";
     json_t *r = post(&e, "/v1/completions", body, NULL, &st);
-    GCHECK(st == 401 && strcmp(json_string_value(json_object_get(json_object_get(r, "error"),
-                                                                 "code")), "invalid_api_key") == 0,
+    GCHECK(st == 401 &&
+               strcmp(json_string_value(json_object_get(json_object_get(r, "error"), "code")),
+                      "invalid_api_key") == 0,
            "no key: %d", st);
     json_decref(r);
     r = post(&e, "/v1/completions", body, "Authorization: Bearer sk-firs\r\n", &st);
@@ -617,8 +651,10 @@ static int test_body_over_the_limit_is_413(void)
     int fd = gwt_connect(e.gw.port);
     char head[256];
     struct gwt_resp resp = {0};
-    snprintf(head, sizeof(head), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
-             "chunked\r\nConnection: close\r\n\r\n%zx\r\n", strlen(big));
+    snprintf(head, sizeof(head),
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+             "chunked\r\nConnection: close\r\n\r\n%zx\r\n",
+             strlen(big));
     gwt_send_all(fd, head, strlen(head));
     gwt_send_all(fd, big, strlen(big));
     gwt_send_all(fd, "\r\n0\r\n\r\n", 7);
@@ -642,8 +678,11 @@ static int test_overload_is_429_with_retry_after(void)
     if (rc != 0)
         return rc;
     int fd = gwt_connect(e.gw.port);
-    GCHECK(gwt_send(fd, "POST", "/v1/completions", NULL, "{\"prompt\":\"x\",\"max_tokens\":1000,"
-                    "\"ignore_eos\":true,\"stream\":true}", 0) == 0 && gwt_first_chunk(fd) == 0,
+    GCHECK(gwt_send(fd, "POST", "/v1/completions", NULL,
+                    "{\"prompt\":\"x\",\"max_tokens\":1000,"
+                    "\"ignore_eos\":true,\"stream\":true}",
+                    0) == 0 &&
+               gwt_first_chunk(fd) == 0,
            "%s", "first request");
     struct gwt_resp r = {0};
     char ra[16];

@@ -17,8 +17,9 @@
 #include "tests/integration/test_gateway_http.h"
 
 #define CTX GWT_CTX
-#define LONG_BODY "{\"prompt\":\"Once upon a time\",\"max_tokens\":1000,\"temperature\":0," \
-                  "\"ignore_eos\":true%s}"
+#define LONG_BODY                                                                                  \
+    "{\"prompt\":\"Once upon a time\",\"max_tokens\":1000,\"temperature\":0,"                      \
+    "\"ignore_eos\":true%s}"
 
 static _Atomic uint64_t *counter(struct env *e, enum rs_pipe_stage s, unsigned i)
 {
@@ -144,7 +145,8 @@ static int test_retry_while_the_first_connection_is_open_takes_over(void)
            "%s", "first connection");
     struct gwt_resp r = {0};
     GCHECK(gwt_http(e.gw.port, "POST", "/v1/completions", key, body, &r) == 0 &&
-               text_of(&r, 1, got, sizeof(got)) == 0, "second: %d", r.status);
+               text_of(&r, 1, got, sizeof(got)) == 0,
+           "second: %d", r.status);
     gwt_resp_free(&r);
     GCHECK(strcmp(got, want) == 0, "taken-over text:\n%s\n---- reference ----\n%s", got, want);
     size_t n = 0;
@@ -153,8 +155,10 @@ static int test_retry_while_the_first_connection_is_open_takes_over(void)
         n += (size_t)k;
     rest[n] = '\0';
     close(a);
-    GCHECK(k == 0 && strstr(rest, "took over") != NULL, "the first connection should end with "
-           "an error event (recv %zd): ...%s", k, n > 200 ? rest + n - 200 : rest);
+    GCHECK(k == 0 && strstr(rest, "took over") != NULL,
+           "the first connection should end with "
+           "an error event (recv %zd): ...%s",
+           k, n > 200 ? rest + n - 200 : rest);
     GCHECK(atomic_load(acc) - acc0 == 1, "accepted %llu times",
            (unsigned long long)(atomic_load(acc) - acc0));
 out:
@@ -184,7 +188,8 @@ static int test_the_same_key_from_another_caller_is_another_request(void)
     for (int i = 0; i < 3; i++) {
         struct gwt_resp r;
         GCHECK(gwt_http(e.gw.port, "POST", "/v1/completions", hdr[i], body, &r) == 0 &&
-                   r.status == 200, "caller %d: %d", i, r.status);
+                   r.status == 200,
+               "caller %d: %d", i, r.status);
         json_t *j = gwt_json(&r);
         snprintf(ids[i], sizeof(ids[i]), "%s", json_string_value(json_object_get(j, "id")));
         json_decref(j);
@@ -198,11 +203,13 @@ static int test_the_same_key_from_another_caller_is_another_request(void)
     char busy[512];
     snprintf(busy, sizeof(busy), LONG_BODY, ",\"stream\":true");
     int fd = gwt_connect(e.gw.port);
-    GCHECK(gwt_send(fd, "POST", "/v1/completions", hdr[1], busy, 0) == 0 && gwt_first_chunk(fd) == 0,
+    GCHECK(gwt_send(fd, "POST", "/v1/completions", hdr[1], busy, 0) == 0 &&
+               gwt_first_chunk(fd) == 0,
            "%s", "long request");
     struct gwt_resp r;
     GCHECK(gwt_http(e.gw.port, "POST", "/v1/completions", hdr[1],
-                    "{\"prompt\":\"other\",\"max_tokens\":5}", &r) == 0 && r.status == 409,
+                    "{\"prompt\":\"other\",\"max_tokens\":5}", &r) == 0 &&
+               r.status == 409,
            "reuse: %d", r.status);
     char sr[16];
     GCHECK(gwt_header(&r, "x-should-retry", sr, sizeof(sr)) && strcmp(sr, "false") == 0, "%s",
@@ -228,18 +235,22 @@ static int test_a_client_that_does_not_return_is_cancelled_after_the_grace(void)
     /* comes back within the grace: re-attached, whole output */
     int fd = gwt_connect(e.gw.port);
     GCHECK(gwt_send(fd, "POST", "/v1/completions", "Idempotency-Key: back\r\n", body, 0) == 0 &&
-               gwt_first_chunk(fd) == 0, "%s", "first");
+               gwt_first_chunk(fd) == 0,
+           "%s", "first");
     close(fd);
     struct gwt_resp r = {0};
-    GCHECK(gwt_http(e.gw.port, "POST", "/v1/completions", "Idempotency-Key: back\r\n", body,
-                    &r) == 0 && text_of(&r, 1, got, sizeof(got)) == 0, "retry %d", r.status);
+    GCHECK(gwt_http(e.gw.port, "POST", "/v1/completions", "Idempotency-Key: back\r\n", body, &r) ==
+                   0 &&
+               text_of(&r, 1, got, sizeof(got)) == 0,
+           "retry %d", r.status);
     gwt_resp_free(&r);
     GCHECK(strcmp(got, want) == 0, "%s", "re-attached text differs");
     /* does not come back: cancelled once the grace is over */
     uint64_t s0 = atomic_load(sam);
     fd = gwt_connect(e.gw.port);
     GCHECK(gwt_send(fd, "POST", "/v1/completions", "Idempotency-Key: gone\r\n", body, 0) == 0 &&
-               gwt_first_chunk(fd) == 0, "%s", "second");
+               gwt_first_chunk(fd) == 0,
+           "%s", "second");
     close(fd);
     struct rs_pipe *p = rs_harness_view(&e.h);
     _Atomic uint64_t *kv = &p->metrics->stage[RS_PIPE_STAGE_SCHEDULERD].counter[RS_M_SCH_KV_USED];
@@ -270,10 +281,11 @@ struct storm_client {
 
 static void storm_body(int c, int k, char *out, size_t cap)
 {
-    static const char *const prompts[] = {"Once upon a time", "The dog", "Lily and Ben",
-                                          "One day"};
-    snprintf(out, cap, "{\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0,\"ignore_eos\":"
-             "true%s}", prompts[(c + k) % 4], 200 + 100 * (k % 5), k % 2 ? ",\"stream\":true" : "");
+    static const char *const prompts[] = {"Once upon a time", "The dog", "Lily and Ben", "One day"};
+    snprintf(out, cap,
+             "{\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0,\"ignore_eos\":"
+             "true%s}",
+             prompts[(c + k) % 4], 200 + 100 * (k % 5), k % 2 ? ",\"stream\":true" : "");
 }
 
 static void *storm_run(void *arg)
@@ -337,9 +349,10 @@ static int test_sigkill_storm_with_retrying_clients_runs_no_request_twice(void)
         retries += cl[c].retries;
         GCHECK(cl[c].done == STORM_REQS, "client %d finished %u", c, cl[c].done);
     }
-    fprintf(stderr, "storm: %u gatewayd SIGKILLs, %d requests, %u retries, %llu accepted by "
-            "tokenizerd\n", kills, STORM_CLIENTS * STORM_REQS, retries,
-            (unsigned long long)accepted);
+    fprintf(stderr,
+            "storm: %u gatewayd SIGKILLs, %d requests, %u retries, %llu accepted by "
+            "tokenizerd\n",
+            kills, STORM_CLIENTS * STORM_REQS, retries, (unsigned long long)accepted);
     GCHECK(accepted == STORM_CLIENTS * STORM_REQS, "accepted %llu for %d distinct requests",
            (unsigned long long)accepted, STORM_CLIENTS * STORM_REQS);
     for (int c = 0; c < STORM_CLIENTS; c++)
@@ -347,7 +360,8 @@ static int test_sigkill_storm_with_retrying_clients_runs_no_request_twice(void)
             char body[512], want[4096];
             storm_body(c, k, body, sizeof(body));
             GCHECK(reference(&e, body, k % 2, want, sizeof(want)) == 0 &&
-                       strcmp(want, cl[c].text[k]) == 0, "client %d request %d differs", c, k);
+                       strcmp(want, cl[c].text[k]) == 0,
+                   "client %d request %d differs", c, k);
         }
 out:
     atomic_store(&stop, 1);
@@ -365,11 +379,12 @@ static int test_back_on_its_port_after_sigkill(void)
         gwt_gw_kill(&e.gw, SIGKILL);
         uint64_t t0 = rs_clock_ns();
         GCHECK(gwt_gw_start(&e.gw, 1) == 0, "restart %d", i);
-        fprintf(stderr, "restart %d: serving again %.1f ms after the SIGKILL (start included)\n",
-                i, (double)(rs_clock_ns() - t0) / 1e6);
+        fprintf(stderr, "restart %d: serving again %.1f ms after the SIGKILL (start included)\n", i,
+                (double)(rs_clock_ns() - t0) / 1e6);
         struct gwt_resp r;
         GCHECK(gwt_http(e.gw.port, "POST", "/v1/completions", NULL,
-                        "{\"prompt\":\"x\",\"max_tokens\":3}", &r) == 0 && r.status == 200,
+                        "{\"prompt\":\"x\",\"max_tokens\":3}", &r) == 0 &&
+                   r.status == 200,
                "completion after restart %d", i);
         gwt_resp_free(&r);
     }
@@ -391,7 +406,8 @@ static int test_a_held_socket_keeps_the_port_open_across_a_sigkill(void)
     held = socket(AF_INET, SOCK_STREAM, 0);
     setsockopt(held, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     GCHECK(bind(held, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(held, 64) == 0 &&
-               getsockname(held, (struct sockaddr *)&a, &alen) == 0, "%s", "listen");
+               getsockname(held, (struct sockaddr *)&a, &alen) == 0,
+           "%s", "listen");
     e.gw.port = ntohs(a.sin_port);
     e.gw.held_fd = held;
     GCHECK(gwt_gw_start(&e.gw, 1) == 0, "%s", "start on the held socket");
@@ -401,8 +417,7 @@ static int test_a_held_socket_keeps_the_port_open_across_a_sigkill(void)
            "connect while gatewayd is dead");
     GCHECK(gwt_gw_start(&e.gw, 0) == 0, "%s", "restart");
     struct gwt_resp r = {0};
-    GCHECK(gwt_read(fd, &r, 30000) == 0 && r.status == 200, "the waiting request got %d",
-           r.status);
+    GCHECK(gwt_read(fd, &r, 30000) == 0 && r.status == 200, "the waiting request got %d", r.status);
     gwt_resp_free(&r);
 out:
     if (fd >= 0)

@@ -44,8 +44,8 @@ struct gwt_gw {
 
 struct gwt_resp {
     int status;
-    char head[16384];   /* status line and headers */
-    char *body;         /* decoded body (owned), NUL-terminated */
+    char head[16384]; /* status line and headers */
+    char *body;       /* decoded body (owned), NUL-terminated */
     size_t len;
 };
 
@@ -68,8 +68,8 @@ static inline uint16_t gwt_free_port(void)
 /* A connected socket to 127.0.0.1:port, or -1. */
 static inline int gwt_connect(uint16_t port)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
     if (fd < 0)
         return -1;
@@ -218,8 +218,8 @@ static inline void gwt_resp_free(struct gwt_resp *r)
 }
 
 /* One request on a fresh connection. 0 with *r filled, -1 when it failed. */
-static inline int gwt_http(uint16_t port, const char *method, const char *path,
-                           const char *headers, const char *body, struct gwt_resp *r)
+static inline int gwt_http(uint16_t port, const char *method, const char *path, const char *headers,
+                           const char *body, struct gwt_resp *r)
 {
     int fd = gwt_connect(port);
     if (fd < 0)
@@ -241,7 +241,7 @@ static inline json_t *gwt_json(const struct gwt_resp *r)
 static inline int gwt_gw_start(struct gwt_gw *g, int wait_healthy)
 {
     char bin[600], port[8];
-    const char *argv[32] = {bin, "--instance", g->h->instance, "--rundir", g->h->rundir,
+    const char *argv[32] = {bin,           "--instance", g->h->instance, "--rundir", g->h->rundir,
                             "--http-port", port};
     int n = 7;
     if (g->port == 0)
@@ -318,15 +318,15 @@ struct env {
 };
 
 /* A check that fails the case and jumps to its `out:` clean-up (needs int fail). */
-#define GCHECK(cond, ...)                                                                  \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            fail = 1;                                                                      \
-            goto out;                                                                      \
-        }                                                                                  \
+#define GCHECK(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            fail = 1;                                                                              \
+            goto out;                                                                              \
+        }                                                                                          \
     } while (0)
 
 /* The four daemons on stories260K and a gatewayd with extra arguments (NULL-terminated). */
@@ -393,7 +393,8 @@ static inline int gwt_sse_split(char *body, char **events, int cap)
     char *p = body;
     while (*p != '\0') {
         char *e = strstr(p, "\n\n");
-        if (strncmp(p, "data: ", 6) != 0 || e == NULL || n == cap || memchr(p, '\n', (size_t)(e - p)))
+        if (strncmp(p, "data: ", 6) != 0 || e == NULL || n == cap ||
+            memchr(p, '\n', (size_t)(e - p)))
             return -1;
         *e = '\0';
         events[n++] = p + 6;

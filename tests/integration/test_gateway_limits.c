@@ -62,8 +62,8 @@ static int test_a_thousand_idle_keepalive_connections_without_a_thread_each(void
         GCHECK(fds[opened] >= 0 && health_on(fds[opened]) == 0, "connection %d", opened);
     }
     int during = threads_of(e.gw.pid);
-    GCHECK(during == before, "gatewayd had %d threads, %d with %d connections open", before,
-           during, N_IDLE);
+    GCHECK(during == before, "gatewayd had %d threads, %d with %d connections open", before, during,
+           N_IDLE);
     struct gwt_resp m;
     char k[128];
     GCHECK(gwt_http(e.gw.port, "GET", "/metrics", NULL, NULL, &m) == 0 && m.status == 200, "%s",
@@ -111,13 +111,15 @@ static int test_slow_and_silent_clients_are_disconnected(void)
         return rc;
     struct {
         const char *what, *at_once, *bytes;
-    } cases[] = {{"headers a byte at a time", "GET /health HTTP/1.1\r\nHost: x\r\n",
-                  "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"},
-                 {"a body a byte at a time", "POST /tokenize HTTP/1.1\r\nHost: x\r\n"
-                  "Content-Length: 100\r\n\r\n", "{\"prompt\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
-                 {"its request line a byte at a time", "",
-                  "GET /healthhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh"},
-                 {"nothing at all", "", ""}};
+    } cases[] = {
+        {"headers a byte at a time", "GET /health HTTP/1.1\r\nHost: x\r\n",
+         "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"},
+        {"a body a byte at a time",
+         "POST /tokenize HTTP/1.1\r\nHost: x\r\n"
+         "Content-Length: 100\r\n\r\n",
+         "{\"prompt\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+        {"its request line a byte at a time", "", "GET /healthhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh"},
+        {"nothing at all", "", ""}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int fd = gwt_connect(e.gw.port);
         GCHECK(gwt_send_all(fd, cases[i].at_once, strlen(cases[i].at_once)) == 0, "%s", "send");
@@ -127,8 +129,8 @@ static int test_slow_and_silent_clients_are_disconnected(void)
         GCHECK(ms >= 0, "a client sending %s was held for 30 s", cases[i].what);
         fprintf(stderr, "a client sending %s was disconnected after %ld ms\n", cases[i].what, ms);
         struct gwt_resp r;
-        GCHECK(gwt_http(e.gw.port, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 200,
-               "%s", "others are still served");
+        GCHECK(gwt_http(e.gw.port, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 200, "%s",
+               "others are still served");
         gwt_resp_free(&r);
     }
     /* a kept-alive connection idle past --idle-timeout is closed too */

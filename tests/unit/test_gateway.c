@@ -46,7 +46,8 @@ static int test_fields_map_onto_the_wire_request(void)
 {
     struct gw_oai_req r;
     struct gw_err e;
-    RS_CHECK(parse(GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"temperature\":0.5,\"top_p\":0.9,"
+    RS_CHECK(parse(GW_API_COMPLETIONS,
+                   "{\"prompt\":\"x\",\"temperature\":0.5,\"top_p\":0.9,"
                    "\"top_k\":-1,\"min_p\":0.1,\"seed\":-1,\"stop\":\"\\n\",\"stop_token_ids\":"
                    "[2],\"ignore_eos\":true,\"presence_penalty\":1,\"frequency_penalty\":-1,"
                    "\"repetition_penalty\":1.1,\"logprobs\":0,\"user\":\"u\",\"priority\":-3}",
@@ -61,12 +62,14 @@ static int test_fields_map_onto_the_wire_request(void)
     RS_CHECK(gw_call_prepare(&r, 0, &w, &e) == 0);
     RS_CHECK((w.has & RS_WIRE_GEN_LOGPROBS) && w.logprobs == 1 && (w.has & RS_WIRE_GEN_PROMPT));
     gw_oai_req_free(&r);
-    RS_CHECK(parse(GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r,
-                   &e) == 0);
+    RS_CHECK(parse(GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r, &e) ==
+             0);
     RS_CHECK(!(r.gen.has & RS_WIRE_GEN_MAX_TOKENS)); /* chat: until the context is full */
     gw_oai_req_free(&r);
-    RS_CHECK(parse(GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                   "\"max_completion_tokens\":7,\"max_tokens\":9}", &r, &e) == 0);
+    RS_CHECK(parse(GW_API_CHAT,
+                   "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                   "\"max_completion_tokens\":7,\"max_tokens\":9}",
+                   &r, &e) == 0);
     RS_CHECK(r.gen.max_tokens == 7);
     gw_oai_req_free(&r);
     return 0;
@@ -100,8 +103,10 @@ static const struct refusal refusals[] = {
      "response_format.type"},
     {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}",
      "response_format.json_schema"},
-    {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\","
-     "\"json_schema\":{\"name\":\"a b\"}}}", "response_format.json_schema.name"},
+    {GW_API_COMPLETIONS,
+     "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\","
+     "\"json_schema\":{\"name\":\"a b\"}}}",
+     "response_format.json_schema.name"},
     {GW_API_COMPLETIONS, "{\"prompt\":[]}", "prompt"},
     {GW_API_COMPLETIONS, "{\"prompt\":[[]]}", "prompt"},
     {GW_API_COMPLETIONS, "{\"prompt\":[1,\"a\"]}", "prompt"},
@@ -117,13 +122,18 @@ static const struct refusal refusals[] = {
      "messages[0].content[0].text"},
     {GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}",
      "messages[0].tool_calls"},
-    {GW_API_CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"1\","
+    {GW_API_CHAT,
+     "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"1\","
      "\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}]}",
      "messages[0].tool_calls[0].function.arguments"},
-    {GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
-     "\"function\",\"function\":{\"name\":\"bad name\"}}]}", "tools[0].function.name"},
-    {GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":"
-     "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}", "tool_choice"},
+    {GW_API_CHAT,
+     "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+     "\"function\",\"function\":{\"name\":\"bad name\"}}]}",
+     "tools[0].function.name"},
+    {GW_API_CHAT,
+     "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":"
+     "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+     "tool_choice"},
     {GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}",
      "logprobs"},
     {GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}", "echo"},
@@ -151,15 +161,16 @@ static int test_chat_messages_tools_and_parts_parse(void)
 {
     struct gw_oai_req r;
     struct gw_err e;
-    RS_CHECK(parse(GW_API_CHAT, "{\"messages\":[{\"role\":\"developer\",\"content\":\"d\"},"
+    RS_CHECK(parse(GW_API_CHAT,
+                   "{\"messages\":[{\"role\":\"developer\",\"content\":\"d\"},"
                    "{\"role\":\"user\",\"name\":\"ann\",\"content\":[{\"type\":\"text\",\"text\":"
                    "\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\","
                    "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
                    "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\","
                    "\"tool_call_id\":\"c1\",\"content\":\"4\"}],\"tools\":[{\"type\":\"function\","
                    "\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}}],"
-                   "\"tool_choice\":\"required\",\"logprobs\":true,\"top_logprobs\":3}", &r,
-                   &e) == 0);
+                   "\"tool_choice\":\"required\",\"logprobs\":true,\"top_logprobs\":3}",
+                   &r, &e) == 0);
     RS_CHECK(r.n_messages == 4 && r.messages[0].role == GW_ROLE_DEVELOPER);
     RS_CHECK(strcmp(r.messages[1].content, "a\nb") == 0 && strcmp(r.messages[1].name, "ann") == 0);
     RS_CHECK(r.messages[2].content == NULL && r.messages[2].n_tool_calls == 1 &&
@@ -181,7 +192,8 @@ static int test_the_hand_off_refuses_what_the_pipeline_lacks(void)
          "this server has no chat template renderer yet"},
         {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}",
          "response_format", "json_object"},
-        {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\","
+        {GW_API_COMPLETIONS,
+         "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\","
          "\"json_schema\":{\"name\":\"s\",\"schema\":{\"type\":\"object\"},\"strict\":true}}}",
          "response_format", "json_schema"},
         {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"3\":-100}}", "logit_bias",
@@ -256,7 +268,10 @@ static int test_logprobs_take_both_openai_shapes(void)
 {
     struct rs_wire_logprob lp[2] = {
         {.token = 5, .logprob = -0.5f, .n_top = 2, .top_ids = {5, 7}, .top_logprobs = {-0.5f, -1}},
-        {.token = 9, .logprob = -INFINITY, .n_top = 2, .top_ids = {3, 4},
+        {.token = 9,
+         .logprob = -INFINITY,
+         .n_top = 2,
+         .top_ids = {3, 4},
          .top_logprobs = {-0.1f, -2}}};
     json_t *chat = gw_fmt_lp_new(GW_API_CHAT);
     uint64_t chars = 0;
