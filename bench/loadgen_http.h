@@ -416,4 +416,22 @@ static int proc_threads(pid_t pid, long *rss_kb)
     return n;
 }
 
+/* CPU seconds (user + system) a process used so far, or -1. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long ut, st;
+    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+                            &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 #endif
