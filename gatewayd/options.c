@@ -122,7 +122,7 @@ static void defaults(struct gw_opts *o)
 int gw_opts_parse(struct gw_opts *o, int argc, char **argv)
 {
     defaults(o);
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* each option takes one value */
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 1;
@@ -143,7 +143,6 @@ int gw_opts_parse(struct gw_opts *o, int argc, char **argv)
                     i + 1 < argc ? argv[i + 1] : "");
             return 2;
         }
-        i++;
     }
     return 0;
 }

@@ -221,36 +221,51 @@ out:
     return fail;
 }
 
-static int test_a_client_that_does_not_return_is_cancelled_after_the_grace(void)
+static int test_a_client_back_within_the_grace_reattaches(void)
 {
     struct env e;
-    const char *extra[] = {"--reattach-grace-ms", "300", NULL};
     char body[512], want[16384], got[16384];
-    int fail = 0, rc = gwt_up(&e, extra);
+    int fail = 0, rc = gwt_up(&e, NULL); /* the default grace: 10 s */
     if (rc != 0)
         return rc;
     snprintf(body, sizeof(body), LONG_BODY, ",\"stream\":true");
     GCHECK(reference(&e, body, 1, want, sizeof(want)) == 0, "%s", "reference");
-    _Atomic uint64_t *sam = counter(&e, RS_PIPE_STAGE_LAUNCHERD, RS_M_LAU_SAMPLED);
-    /* comes back within the grace: re-attached, whole output */
+    _Atomic uint64_t *acc = counter(&e, RS_PIPE_STAGE_TOKENIZERD, RS_M_TOK_ACCEPTED);
+    uint64_t acc0 = atomic_load(acc);
     int fd = gwt_connect(e.gw.port);
     GCHECK(gwt_send(fd, "POST", "/v1/completions", "Idempotency-Key: back\r\n", body, 0) == 0 &&
                gwt_first_chunk(fd) == 0,
            "%s", "first");
     close(fd);
     struct gwt_resp r = {0};
-    GCHECK(gwt_http(e.gw.port, "POST", "/v1/completions", "Idempotency-Key: back\r\n", body, &r) ==
-                   0 &&
+    GCHECK(gwt_http(e.gw.port, "POST", "/v1/completions", "Idempotency-Key: back\r\n", body,
+                    &r) == 0 &&
                text_of(&r, 1, got, sizeof(got)) == 0,
            "retry %d", r.status);
     gwt_resp_free(&r);
     GCHECK(strcmp(got, want) == 0, "%s", "re-attached text differs");
-    /* does not come back: cancelled once the grace is over */
+    GCHECK(atomic_load(acc) - acc0 == 1, "accepted %llu times",
+           (unsigned long long)(atomic_load(acc) - acc0));
+out:
+    gwt_down(&e, fail);
+    return fail;
+}
+
+static int test_a_client_that_does_not_return_is_cancelled_after_the_grace(void)
+{
+    struct env e;
+    const char *extra[] = {"--reattach-grace-ms", "50", NULL};
+    char body[512];
+    int fail = 0, rc = gwt_up(&e, extra);
+    if (rc != 0)
+        return rc;
+    snprintf(body, sizeof(body), LONG_BODY, ",\"stream\":true");
+    _Atomic uint64_t *sam = counter(&e, RS_PIPE_STAGE_LAUNCHERD, RS_M_LAU_SAMPLED);
     uint64_t s0 = atomic_load(sam);
-    fd = gwt_connect(e.gw.port);
+    int fd = gwt_connect(e.gw.port);
     GCHECK(gwt_send(fd, "POST", "/v1/completions", "Idempotency-Key: gone\r\n", body, 0) == 0 &&
                gwt_first_chunk(fd) == 0,
-           "%s", "second");
+           "%s", "request");
     close(fd);
     struct rs_pipe *p = rs_harness_view(&e.h);
     _Atomic uint64_t *kv = &p->metrics->stage[RS_PIPE_STAGE_SCHEDULERD].counter[RS_M_SCH_KV_USED];
@@ -433,6 +448,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_keyed_stream_retry_after_sigkill_replays_from_the_first_token),
     RS_TEST(test_retry_while_the_first_connection_is_open_takes_over),
     RS_TEST(test_the_same_key_from_another_caller_is_another_request),
+    RS_TEST(test_a_client_back_within_the_grace_reattaches),
     RS_TEST(test_a_client_that_does_not_return_is_cancelled_after_the_grace),
     RS_TEST(test_sigkill_storm_with_retrying_clients_runs_no_request_twice),
     RS_TEST(test_back_on_its_port_after_sigkill),

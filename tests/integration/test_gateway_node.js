@@ -237,9 +237,9 @@ async function test_sdk_error_classes_see_our_bodies() {
   fs.writeFileSync(keys, 'sk-right\n');
   try {
     await withInstance(async (inst) => {
-      const ai = client(await inst.gateway('gw', ['--max-body-bytes', '4096',
-                                                  '--max-inflight', '1',
-                                                  '--down-grace-ms', '100']));
+      const base = await inst.gateway('gw', ['--max-body-bytes', '4096',
+                                             '--max-inflight', '1', '--down-grace-ms', '100']);
+      const ai = client(base);
       const e400 = await expectError(ai.completions.create({ model: 'stories260K', prompt: 'x',
                                                              temperature: 5 }),
                                      OpenAI.BadRequestError, 400, '400');
@@ -267,7 +267,9 @@ async function test_sdk_error_classes_see_our_bodies() {
       check(ok.data[0].id === 'stories260K', 'right key');
       // 503: a stage is down (not restarted, past --down-grace-ms)
       await inst.kill('launcherd');
-      await sleep(400);
+      const health = base.replace(/\/v1$/, '/health');
+      for (let i = 0; i < 2000 && (await fetch(health)).status !== 503; i++) await sleep(10);
+      await sleep(300); // past --down-grace-ms
       const e503 = await expectError(ai.completions.create({ model: 'stories260K', prompt: 'x' }),
                                      OpenAI.InternalServerError, 503, '503');
       check(/launcherd/.test(e503.message), `503 names the stage: ${e503.message}`);
