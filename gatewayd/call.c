@@ -98,11 +98,15 @@ static void orphan_unlink(struct gw *g, struct gw_call *c)
     c->orphaned = false;
 }
 
-void call_unref(struct gw_call *c)
+static void call_free(struct gw_call *c)
 {
-    if (c == NULL || --c->refs > 0)
-        return;
     struct gw *g = c->g;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        g->calls = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
     if (c->keyed)
         gw_idem_remove(g, c);
     if (c->orphaned)
@@ -117,6 +121,18 @@ void call_unref(struct gw_call *c)
     gw_oai_req_free(&c->p);
     free(c->ch);
     free(c);
+}
+
+void call_unref(struct gw_call *c)
+{
+    if (c != NULL && --c->refs == 0)
+        call_free(c);
+}
+
+void gw_call_free_all(struct gw *g)
+{
+    while (g->calls != NULL)
+        call_free(g->calls);
 }
 
 static void cancel_live(struct gw_call *c)
@@ -228,6 +244,10 @@ static struct gw_call *call_new(struct gw *g, struct gw_req *r, struct gw_oai_re
         else
             snprintf(ch->id, sizeof(ch->id), "%.48s.%u", stem, i);
     }
+    c->next = g->calls;
+    if (g->calls != NULL)
+        g->calls->prev = c;
+    g->calls = c;
     g->st.calls++;
     return c;
 }

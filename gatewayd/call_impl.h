@@ -49,6 +49,7 @@ struct gw_call {
     uint64_t orphan_until_ns;
     bool orphaned, in_map;
     struct gw_call *orphan_next, *map_next;
+    struct gw_call *prev, *next; /* every call of this gatewayd (gw.calls) */
 };
 
 /* The client library's callback for every choice (ev->user is the gw_choice). */

@@ -143,6 +143,7 @@ struct gw {
     struct gw_call **map; /* keyed calls by pipeline id stem (idem.c) */
     uint32_t map_cap;
     struct gw_call *orphans; /* keyed calls whose client left, until their grace ends */
+    struct gw_call *calls;   /* every call alive (freed at exit when finals never came) */
     struct gw_stats st;
     bool resumed; /* a connection was resumed since the last MHD_run */
 };
@@ -210,6 +211,8 @@ int gw_call_answer(struct gw_call *c, int *status, json_t **body, struct gw_err 
 ssize_t gw_call_read(struct gw_call *c, char *buf, size_t max);
 /* True for a streaming call. */
 bool gw_call_streaming(const struct gw_call *c);
+/* Frees every call still alive (at exit, after the client is gone: no final will come). */
+void gw_call_free_all(struct gw *g);
 /* Orphan grace timers; returns the next due time (UINT64_MAX: none). */
 uint64_t gw_call_timers(struct gw *g, uint64_t now);
 

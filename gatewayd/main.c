@@ -108,6 +108,7 @@ static void stop(struct gw *g)
     if (g->client != NULL)
         rs_client_poll(g->client, 20); /* cancels of the requests whose clients just left */
     rs_client_destroy(&g->client);
+    gw_call_free_all(g);
     rs_pipe_close(&g->seg.p);
     rs_tokenizer_destroy(&g->tokenizer);
     rs_vocab_destroy(&g->vocab);
