@@ -44,10 +44,15 @@ void gw_buf_free(struct gw_buf *b)
 
 json_t *gw_fmt_error(const struct gw_err *e)
 {
-    return json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->message, "type",
+    json_t *o = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->message, "type",
                      e->type != NULL ? e->type : "invalid_request_error", "param",
                      e->param[0] != '\0' ? json_string(e->param) : json_null(), "code",
                      e->code != NULL ? json_string(e->code) : json_null());
+    /* never NULL: gw_err_set keeps the strings valid UTF-8, but a body must go out anyway */
+    return o != NULL ? o
+                     : json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message",
+                                 "error message not representable", "type", "server_error",
+                                 "param", "code");
 }
 
 json_t *gw_fmt_usage(uint64_t prompt, uint64_t completion, uint64_t cached)

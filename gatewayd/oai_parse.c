@@ -14,10 +14,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "gatewayd/oai_impl.h"
+
+/* Copies s as valid UTF-8 (ill-formed bytes as U+FFFD) into out, cut at a character. */
+static void utf8_copy(const char *s, char *out, size_t cap)
+{
+    char clean[3 * sizeof(((struct gw_err *)0)->message)];
+    size_t n = strlen(s);
+    n = n < sizeof(clean) / 3 ? n : sizeof(clean) / 3;
+    size_t total = rs_utf8_sanitize(s, n, clean), k = total < cap ? total : cap - 1;
+    while (k > 0 && k < total && ((uint8_t)clean[k] & 0xc0) == 0x80)
+        k--; /* cut before a character, not in it */
+    memcpy(out, clean, k);
+    out[k] = '\0';
+}
 
 int gw_err_set(struct gw_err *e, int status, const char *param, const char *fmt, ...)
 {
+    char msg[sizeof(e->message)];
     va_list ap;
     e->status = status;
     e->type = status == 404   ? "not_found_error"
@@ -26,10 +41,12 @@ int gw_err_set(struct gw_err *e, int status, const char *param, const char *fmt,
               : status >= 500 ? "server_error"
                               : "invalid_request_error";
     e->code = NULL;
-    snprintf(e->param, sizeof(e->param), "%s", param != NULL ? param : "");
+    utf8_copy(param != NULL ? param : "", e->param, sizeof(e->param));
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* messages quote the client's bytes (a JSON error's context): JSON needs valid UTF-8 */
+    utf8_copy(msg, e->message, sizeof(e->message));
     return -1;
 }
 

@@ -124,6 +124,7 @@ static int test_ack_event_comes_first_when_asked(void)
     ok = ok && wait_final(c, &r) == 0;
     rs_client_destroy(&c);
     rs_harness_stop(&h, !ok);
+    rs_client_result_fini(&r.res);
     RS_CHECK_MSG(ok && ack_first, "ok %d, ack first %d", ok, ack_first);
     return 0;
 }
@@ -172,13 +173,18 @@ static int test_a_new_client_under_the_same_routing_id_replays_from_seq_0(void)
     rs_client_destroy(&c);
     rs_client_destroy(&d);
     rs_harness_stop(&h, !ok);
+    struct stream_rec *recs[] = {&first, &again, &third, &d1};
+    for (size_t i = 0; i < sizeof(recs) / sizeof(recs[0]); i++)
+        rs_client_result_fini(&recs[i]->res);
     RS_CHECK_MSG(ok && same_again && same_third, "ok %d, replay %d, second replay %d", ok,
                  same_again, same_third);
     RS_CHECK_MSG(runs == 1, "the kept request ran %llu times", (unsigned long long)runs);
     RS_CHECK_MSG(runs_plain == 2, "the released one ran %llu times, want 2",
                  (unsigned long long)runs_plain);
-    RS_CHECK(same(&fresh, &ref) == 0);
+    int fresh_same = same(&fresh, &ref) == 0;
+    rs_client_result_fini(&fresh.res);
     rs_client_result_fini(&ref);
+    RS_CHECK(fresh_same);
     return 0;
 }
 
@@ -204,12 +210,14 @@ static int test_replay_hands_a_running_request_to_a_new_callback(void)
     ok = ok && wait_final(c, &neu) == 0;
     rs_client_destroy(&c);
     rs_harness_stop(&h, !ok);
-    RS_CHECK_MSG(ok, "%s", "run failed");
-    RS_CHECK_MSG(old.n_deltas == old_seen && old.n_finals == 0, "the old callback got %u more",
-                 old.n_deltas - old_seen);
-    RS_CHECK(same(&neu, &ref) == 0);
-    RS_CHECK_MSG(neu.n_deltas > old_seen, "replayed %u deltas", neu.n_deltas);
+    int moved = old.n_deltas == old_seen && old.n_finals == 0;
+    int whole = ok && same(&neu, &ref) == 0 && neu.n_deltas > old_seen;
+    rs_client_result_fini(&old.res);
+    rs_client_result_fini(&neu.res);
     rs_client_result_fini(&ref);
+    RS_CHECK_MSG(ok, "%s", "run failed");
+    RS_CHECK_MSG(moved, "the old callback got %u more", old.n_deltas - old_seen);
+    RS_CHECK_MSG(whole, "replayed %u deltas", neu.n_deltas);
     return 0;
 }
 

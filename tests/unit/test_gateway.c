@@ -304,6 +304,14 @@ static int test_errors_and_usage_have_openai_shapes(void)
              json_is_null(json_object_get(er, "code")) &&
              strcmp(json_string_value(json_object_get(er, "message")), "busy") == 0);
     json_decref(o);
+    /* a JSON error quoting invalid UTF-8 of the body still makes a valid JSON body */
+    struct gw_oai_req r;
+    const char bad[] = "{\"prompt\": \xff\xfe}";
+    RS_CHECK(gw_oai_parse(GW_API_COMPLETIONS, bad, sizeof(bad) - 1, &r, &e) == -1);
+    char *s = json_dumps(o = gw_fmt_error(&e), 0);
+    RS_CHECK(s != NULL);
+    free(s);
+    json_decref(o);
     o = roundtrip(gw_fmt_usage(10, 5, 4));
     RS_CHECK(json_integer_value(json_object_get(o, "total_tokens")) == 15 &&
              json_integer_value(json_object_get(json_object_get(o, "prompt_tokens_details"),
