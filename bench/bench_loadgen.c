@@ -1,16 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Load generator for a running ringserve instance (issue 5 item 10), after
- * vLLM's benchmark_serving: N clients driven from one event loop, closed loop
+ * Load generator for a running ringserve instance, after vLLM's
+ * benchmark_serving: N clients driven from one event loop, closed loop
  * (C requests always in flight) or Poisson arrivals at a rate, prompt and
  * output lengths fixed or uniform, prompts from real text tokenized with the
  * model's vocab or random token ids, ignore_eos to force the output length,
  * a warm-up phase, then TTFT, TPOT, inter-token latency and end-to-end
  * latency (mean, p50, p90, p99) and request and token throughput. With
  * --start it starts the four daemons itself (tests/pipeline_harness.h).
+ * --http drives the same load through gatewayd (OpenAI streaming
+ * completions, loadgen_http.h) right after the native ZeroMQ run, so the
+ * gateway's cost is read against the native path in the same run; --sweep
+ * repeats both over concurrencies and plots them (gnuplot); --idle holds
+ * idle keep-alive connections meanwhile; --storm SIGKILLs gatewayd while
+ * clients retry with Idempotency-Keys and counts requests run twice.
  * Leaves out: goodput SLOs, burstiness other than Poisson.
  */
 #include <math.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +47,13 @@ struct lg_args {
     const char *model, *text;
     int start, allow_eos, json;
     uint64_t rng;
+    const char *http;         /* gatewayd's URL, "start" (loadgen starts one), or NULL */
+    const char *sweep;        /* concurrencies "1,4,16", or NULL */
+    const char *plot;         /* the sweep's PNG (default build/loadgen-sweep.png) */
+    uint32_t idle;            /* idle keep-alive connections held during the HTTP run */
+    uint32_t storm_lo, storm_hi; /* --storm A:B ms between gatewayd SIGKILLs; 0 = off */
+    int no_native;            /* --no-native: only the HTTP run */
+    uint32_t rounds;          /* --rounds R: native and HTTP alternated R times */
 };
 
 struct lg;
@@ -47,10 +62,14 @@ struct lg;
 struct lg_req {
     struct lg *g;
     uint64_t submit_ns, first_ns, last_ns, end_ns;
-    uint32_t n_prompt, n_out;
+    uint32_t n_prompt, n_out, retries;
     uint64_t srv_queue_us, srv_ttft_us;
     uint8_t measured, done, failed;
+    char *text;               /* the output, kept for the storm's comparison */
+    size_t text_len, text_cap;
 };
+
+enum lg_mode { LG_NATIVE, LG_HTTP };
 
 struct lg {
     struct lg_args a;
@@ -66,7 +85,28 @@ struct lg {
     int32_t bos;
     uint32_t *prompt;        /* one prompt being built */
     uint64_t rng;
+    enum lg_mode mode;
+    struct rs_harness *h;    /* the instance --start made, else NULL */
+    int ep;                  /* HTTP: the epoll set */
+    struct sockaddr_in http_addr;
+    char http_prefix[128];   /* "/v1" */
+    struct hconn *conns;     /* HTTP: one per request in flight */
+    uint32_t n_conns;
+    int *idle_fds;           /* --idle connections */
+    uint16_t gw_port;        /* --http start: the gatewayd loadgen runs */
+    pid_t gw_pid;
+    unsigned gw_starts;
+    uint64_t run_tag;        /* storm: makes this run's Idempotency-Keys unique */
+    int keep_text;
+    uint64_t next_kill_ns;   /* storm */
+    uint64_t kill_rng;       /* the storm's own draws (the prompts' stay the native run's) */
+    unsigned kills;
+    uint64_t killed_ns;      /* the last SIGKILL, until gatewayd serves again */
+    double *restart_ms;      /* storm: SIGKILL -> serving, per kill */
 };
+
+static void lg_token_arrived(struct lg *g, struct lg_req *q, uint64_t now);
+#include "bench/loadgen_http.h"
 
 static uint64_t rnd(struct lg *g)
 {
@@ -81,27 +121,33 @@ static uint32_t draw(struct lg *g, struct span s)
     return s.lo + (uint32_t)(rnd(g) % ((uint64_t)s.hi - s.lo + 1));
 }
 
+/* Output arrived for q at `now`: its first token, or an inter-token gap. */
+static void lg_token_arrived(struct lg *g, struct lg_req *q, uint64_t now)
+{
+    if (q->first_ns == 0) {
+        q->first_ns = now;
+    } else if (q->measured && q->last_ns != 0) {
+        if (g->n_itl == g->cap_itl) {
+            size_t cap = g->cap_itl ? g->cap_itl * 2 : 4096;
+            uint64_t *p = realloc(g->itl, cap * sizeof(*p));
+            if (p != NULL) {
+                g->itl = p;
+                g->cap_itl = cap;
+            }
+        }
+        if (g->n_itl < g->cap_itl)
+            g->itl[g->n_itl++] = now - q->last_ns;
+    }
+    q->last_ns = now;
+}
+
 static void on_event(const struct rs_client_event *ev)
 {
     struct lg_req *q = ev->user;
-    if (ev->n_tokens > 0) {
-        if (q->first_ns == 0)
-            q->first_ns = ev->recv_ns;
-        else if (q->measured && q->last_ns != 0) {
-            struct lg *g = q->g;
-            if (g->n_itl == g->cap_itl) {
-                size_t cap = g->cap_itl ? g->cap_itl * 2 : 4096;
-                uint64_t *p = realloc(g->itl, cap * sizeof(*p));
-                if (p != NULL) {
-                    g->itl = p;
-                    g->cap_itl = cap;
-                }
-            }
-            if (g->n_itl < g->cap_itl)
-                g->itl[g->n_itl++] = ev->recv_ns - q->last_ns;
-        }
-        q->last_ns = ev->recv_ns;
-    }
+    if (ev->n_tokens > 0)
+        lg_token_arrived(q->g, q, ev->recv_ns);
+    if (q->g->keep_text && ev->text_len > 0)
+        hbuf_put(&q->text, &q->text_len, &q->text_cap, ev->text, ev->text_len);
     if (ev->kind != RS_CLIENT_EV_FINAL)
         return;
     q->end_ns = ev->recv_ns;
@@ -184,33 +230,130 @@ static void build_prompt(struct lg *g, uint32_t n)
 
 /* --- running -------------------------------------------------------------------------------- */
 
-static int submit(struct lg *g, uint32_t i, int measured)
+/* The request i would be: its generate (prompt in g->prompt) and its timeline reset. */
+static void make_request(struct lg *g, uint32_t i, int measured, struct rs_wire_generate *gen)
 {
-    struct rs_wire_generate gen = g->a.gen.gen;
     struct lg_req *q = &g->reqs[i];
     uint32_t n = draw(g, g->a.prompt_len);
+    *gen = g->a.gen.gen;
     build_prompt(g, n);
-    gen.has |= RS_WIRE_GEN_PROMPT_IDS | RS_WIRE_GEN_MAX_TOKENS | RS_WIRE_GEN_STREAM;
-    gen.prompt_ids = (struct rs_wire_ids){.n = n, .vals = g->prompt};
-    gen.max_tokens = draw(g, g->a.output_len);
-    gen.stream = true;
+    gen->has |= RS_WIRE_GEN_PROMPT_IDS | RS_WIRE_GEN_MAX_TOKENS | RS_WIRE_GEN_STREAM;
+    gen->prompt_ids = (struct rs_wire_ids){.n = n, .vals = g->prompt};
+    gen->max_tokens = draw(g, g->a.output_len);
+    gen->stream = true;
     if (!g->a.allow_eos) {
-        gen.has |= RS_WIRE_GEN_IGNORE_EOS;
-        gen.ignore_eos = true;
+        gen->has |= RS_WIRE_GEN_IGNORE_EOS;
+        gen->ignore_eos = true;
     }
-    if (!(gen.has & RS_WIRE_GEN_TEMPERATURE)) {
-        gen.has |= RS_WIRE_GEN_TEMPERATURE;
-        gen.temperature = 0;
+    if (!(gen->has & RS_WIRE_GEN_TEMPERATURE)) {
+        gen->has |= RS_WIRE_GEN_TEMPERATURE;
+        gen->temperature = 0;
     }
-    *q = (struct lg_req){.g = g, .n_prompt = n, .measured = (uint8_t)measured};
+    char *text = q->text;
+    size_t cap = q->text_cap;
+    *q = (struct lg_req){.g = g, .n_prompt = n, .measured = (uint8_t)measured, .text = text,
+                         .text_cap = cap};
     q->submit_ns = rs_clock_ns();
-    rs_err rc = rs_client_submit(g->cs[i % g->a.clients], &gen, NULL, on_event, q, NULL);
+}
+
+static struct hconn *free_conn(struct lg *g)
+{
+    for (uint32_t i = 0; i < g->n_conns; i++)
+        if (g->conns[i].state == H_FREE && g->conns[i].retry_at == 0)
+            return &g->conns[i];
+    return NULL;
+}
+
+static int submit(struct lg *g, uint32_t i, int measured)
+{
+    struct rs_wire_generate gen;
+    make_request(g, i, measured, &gen);
+    rs_err rc = RS_OK;
+    if (g->mode == LG_HTTP) {
+        struct hconn *h = free_conn(g);
+        rc = h != NULL && hc_request(h, i, &gen) == 0 ? RS_OK : RS_EIO;
+    } else {
+        rc = rs_client_submit(g->cs[i % g->a.clients], &gen, NULL, on_event, &g->reqs[i], NULL);
+    }
     if (rc != RS_OK) {
         fprintf(stderr, "loadgen: submit: %s\n", rs_strerror(rc));
         return -1;
     }
     g->in_flight++;
     return 0;
+}
+
+/* A response ended (ok: [DONE] and the last chunk came). Storm: a failure is retried. */
+static void hc_finish(struct hconn *h, int ok, uint64_t now)
+{
+    struct lg *g = h->g;
+    struct lg_req *q = &g->reqs[h->req];
+    ok = ok && h->status == 200 && !q->failed;
+    if (!ok || h->status != 200)
+        hc_close(h);
+    h->have_head = h->done = 0;
+    h->sse_len = 0;
+    if (!ok && g->a.storm_lo > 0) { /* the same request, the same key, a moment later */
+        q->retries++;
+        q->first_ns = q->last_ns = 0;
+        q->n_out = 0;
+        q->text_len = 0;
+        q->failed = 0;
+        h->retry_at = now + 20000000ull;
+        h->state = H_FREE;
+        return;
+    }
+    if (!ok)
+        fprintf(stderr, "loadgen: HTTP request %u failed (status %d)\n", h->req, h->status);
+    q->end_ns = now;
+    q->failed = !ok;
+    q->done = 1;
+    g->done++;
+    g->in_flight--;
+    h->state = H_FREE;
+    h->retry_at = 0;
+}
+
+/* Storm: SIGKILL gatewayd every A..B ms and restart it at once, timing its return. */
+static void storm_tick(struct lg *g, uint64_t now)
+{
+    if (g->killed_ns != 0 && gw_probe(g->gw_port)) {
+        g->restart_ms[g->kills - 1] = (double)(rs_clock_ns() - g->killed_ns) / 1e6;
+        g->killed_ns = 0;
+    }
+    if (g->killed_ns != 0 || now < g->next_kill_ns)
+        return;
+    gw_kill(g);
+    g->killed_ns = rs_clock_ns();
+    gw_spawn(g, g->h, 0);
+    g->kills++;
+    g->kill_rng ^= g->kill_rng << 13;
+    g->kill_rng ^= g->kill_rng >> 7;
+    g->kill_rng ^= g->kill_rng << 17;
+    g->next_kill_ns = now + 1000000ull * (g->a.storm_lo + g->kill_rng % (g->a.storm_hi -
+                                                                          g->a.storm_lo + 1));
+}
+
+static int http_poll(struct lg *g, int wait_ms)
+{
+    struct epoll_event evs[256];
+    int n = epoll_wait(g->ep, evs, 256, wait_ms > 20 ? 20 : wait_ms);
+    uint64_t now = rs_clock_ns();
+    for (int i = 0; i < n; i++)
+        hc_on_event(evs[i].data.ptr, evs[i].events, now);
+    for (uint32_t i = 0; i < g->n_conns; i++) {
+        struct hconn *h = &g->conns[i];
+        if (h->retry_at != 0 && now >= h->retry_at) {
+            h->retry_at = 0;
+            h->out_off = 0;
+            h->state = H_CONNECTING;
+            if (hc_connect(h) != 0)
+                h->retry_at = now + 20000000ull;
+        }
+    }
+    if (g->a.storm_lo > 0 && g->kills < 100000)
+        storm_tick(g, rs_clock_ns());
+    return n < 0 && errno != EINTR ? -1 : 0;
 }
 
 /* Requests [first, first + count): closed loop, or Poisson arrivals when rate > 0. */
@@ -221,7 +364,8 @@ static int run_phase(struct lg *g, uint32_t first, uint32_t count, int measured,
     g->next = first;
     while (g->done < end) {
         uint64_t now = rs_clock_ns();
-        while (g->next < end && g->in_flight < cap && (rate <= 0 || now >= next_arrival)) {
+        while (g->next < end && g->in_flight < cap && (rate <= 0 || now >= next_arrival) &&
+               (g->mode == LG_NATIVE || free_conn(g) != NULL)) {
             if (submit(g, g->next++, measured) != 0)
                 return -1;
             if (rate > 0) { /* exponential gaps: a Poisson process */
@@ -232,7 +376,9 @@ static int run_phase(struct lg *g, uint32_t first, uint32_t count, int measured,
         int wait = 1000;
         if (rate > 0 && g->next < end && g->in_flight < cap)
             wait = next_arrival > now ? (int)((next_arrival - now) / 1000000 + 1) : 0;
-        if (rs_client_poll_set(g->cs, g->a.clients, wait) < 0)
+        int rc = g->mode == LG_HTTP ? http_poll(g, wait)
+                                    : rs_client_poll_set(g->cs, g->a.clients, wait);
+        if (rc < 0)
             return -1;
     }
     return 0;
@@ -338,6 +484,8 @@ static void report(const struct lg *g, const struct figures *f)
 {
     double secs = f->t1 > f->t0 ? (double)(f->t1 - f->t0) / 1e9 : 0;
     printf("============ Serving Benchmark Result ============\n");
+    printf("%-40s %s\n", "Path:", g->mode == LG_HTTP ? "HTTP (gatewayd, OpenAI streaming)"
+                                                     : "native (ZeroMQ client library)");
     printf("%-40s %u (%u clients, %s)\n", "Successful requests:", f->ok, g->a.clients,
            g->a.rate > 0 ? "Poisson arrivals" : "closed loop");
     if (g->a.rate > 0)
@@ -358,9 +506,11 @@ static void report(const struct lg *g, const struct figures *f)
     print_dist("-----Time per Output Token (excl. 1st token)------", "TPOT", f->tpot);
     print_dist("---------------Inter-token Latency----------------", "ITL", f->itl);
     print_dist("----------------End-to-end Latency----------------", "E2EL", f->e2e);
-    printf("-------------Server side (from finals)-------------\n");
-    printf("%-40s %.2f\n", "Mean queue time (ms):", f->srv_queue_ms);
-    printf("%-40s %.2f\n", "Mean server TTFT (ms):", f->srv_ttft_ms);
+    if (g->mode == LG_NATIVE) {
+        printf("-------------Server side (from finals)-------------\n");
+        printf("%-40s %.2f\n", "Mean queue time (ms):", f->srv_queue_ms);
+        printf("%-40s %.2f\n", "Mean server TTFT (ms):", f->srv_ttft_ms);
+    }
     struct rusage ru; /* this process only: the clients' cost, not the daemons' */
     getrusage(RUSAGE_SELF, &ru);
     double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
@@ -374,11 +524,12 @@ static void report(const struct lg *g, const struct figures *f)
            "\"output_tok_per_s\":%.2f,\"ttft_ms\":{\"mean\":%.2f,\"p50\":%.2f,\"p90\":%.2f,"
            "\"p99\":%.2f},\"tpot_ms\":{\"mean\":%.3f,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
            "\"itl_ms\":{\"mean\":%.3f,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
-           "\"e2e_ms\":{\"mean\":%.2f,\"p50\":%.2f,\"p90\":%.2f,\"p99\":%.2f}}\n",
+           "\"e2e_ms\":{\"mean\":%.2f,\"p50\":%.2f,\"p90\":%.2f,\"p99\":%.2f},\"path\":\"%s\"}\n",
            f->ok, f->failed, secs, secs > 0 ? f->ok / secs : 0,
            secs > 0 ? (double)f->out_tokens / secs : 0, f->ttft.mean, f->ttft.p50, f->ttft.p90,
            f->ttft.p99, f->tpot.mean, f->tpot.p50, f->tpot.p90, f->tpot.p99, f->itl.mean,
-           f->itl.p50, f->itl.p90, f->itl.p99, f->e2e.mean, f->e2e.p50, f->e2e.p90, f->e2e.p99);
+           f->itl.p50, f->itl.p90, f->itl.p99, f->e2e.mean, f->e2e.p50, f->e2e.p90, f->e2e.p99,
+           g->mode == LG_HTTP ? "http" : "native");
 }
 
 /* --- arguments ------------------------------------------------------------------------------- */
@@ -412,7 +563,23 @@ static void usage(FILE *f)
             "  --start                  start the four daemons on --model (a private instance)\n"
             "  --threads N              launcherd threads with --start (default 2)\n"
             "  --ctx N, --max-seqs N, --max-batched-tokens N, --kv-blocks N\n"
-            "                           pipeline options for --start (default: the daemons')\n\n"
+            "                           pipeline options for --start (default: the daemons')\n"
+            "HTTP (gatewayd, gatewayd/README.md):\n"
+            "  --http URL|start         after the native run, the same load (same prompts) as\n"
+            "                           OpenAI streaming completions to gatewayd at URL\n"
+            "                           (http://127.0.0.1:8080/v1), or to one loadgen starts on\n"
+            "                           its --start instance; then HTTP against native\n"
+            "  --no-native              only the HTTP run\n"
+            "  --sweep C1,C2,...        both runs at each concurrency (clients = C): a table,\n"
+            "                           and a PNG chart (gnuplot) of throughput and TTFT/TPOT\n"
+            "  --plot FILE              the chart (default build/loadgen-sweep.png)\n"
+            "  --rounds R               native and HTTP runs alternated R times (the host's\n"
+            "                           load drifts); the comparison per round and the median\n"
+            "  --idle N                 hold N idle keep-alive connections to gatewayd during\n"
+            "                           the HTTP run (each answers twice; threads and RSS)\n"
+            "  --storm A:B              (--start, --http start) SIGKILL gatewayd every A..B ms\n"
+            "                           while clients retry with Idempotency-Keys; counts runs\n"
+            "                           per request and compares outputs with the native run\n\n"
             "%s\n%s",
             rs_client_gen_help(), rs_client_conn_help());
 }
@@ -432,15 +599,16 @@ static int parse_span(const char *v, struct span *s)
 /* This program's own flags: 1 parsed, 0 not ours, -1 bad (err written). */
 static int own_option(struct lg_args *a, int argc, char **argv, int *i, char *err, size_t len)
 {
-    static const char *const flags[] = {"--start", "--allow-eos", "--json"};
-    int *fv[] = {&a->start, &a->allow_eos, &a->json};
-    for (int k = 0; k < 3; k++)
+    static const char *const flags[] = {"--start", "--allow-eos", "--json", "--no-native"};
+    int *fv[] = {&a->start, &a->allow_eos, &a->json, &a->no_native};
+    for (int k = 0; k < 4; k++)
         if (strcmp(argv[*i], flags[k]) == 0)
             return *fv[k] = 1;
     static const char *const names[] = {
         "--clients", "--concurrency", "--requests", "--warmup", "--vocab", "--threads", "--ctx",
         "--max-seqs", "--max-batched-tokens", "--kv-blocks", "--rng-seed", "--rate",
-        "--prompt-len", "--output-len", "--model", "--text"};
+        "--prompt-len", "--output-len", "--model", "--text", "--http", "--sweep", "--plot",
+        "--idle", "--storm", "--rounds"};
     uint32_t *nums[] = {&a->clients, &a->concurrency, &a->requests, &a->warmup, &a->vocab,
                         &a->threads, &a->ctx, &a->max_seqs, &a->max_batched_tokens,
                         &a->kv_blocks};
@@ -468,8 +636,18 @@ static int own_option(struct lg_args *a, int argc, char **argv, int *i, char *er
         bad = *end != '\0' || !(a->rate > 0) || !isfinite(a->rate);
     } else if (k < 14) {
         bad = parse_span(v, k == 12 ? &a->prompt_len : &a->output_len) != 0;
+    } else if (k < 19) {
+        const char **dst[] = {&a->model, &a->text, &a->http, &a->sweep, &a->plot};
+        *dst[k - 14] = v;
+    } else if (k == 19 || k == 21) {
+        unsigned long x = strtoul(v, &end, 10);
+        bad = *end != '\0' || v[0] == '-' || x > 100000 || (k == 21 && x == 0);
+        *(k == 19 ? &a->idle : &a->rounds) = (uint32_t)x;
     } else {
-        *(k == 14 ? &a->model : &a->text) = v;
+        struct span sp;
+        bad = parse_span(v, &sp) != 0;
+        a->storm_lo = sp.lo;
+        a->storm_hi = sp.hi;
     }
     if (bad)
         snprintf(err, len, "option %s: bad value '%s' (see --help)", opt, v);
@@ -486,6 +664,22 @@ static int check_args(struct lg_args *a, char *err, size_t len)
         a->warmup = a->clients;
     if (a->requests == 0) {
         snprintf(err, len, "--requests must be at least 1");
+        return -1;
+    }
+    if (a->http != NULL && strcmp(a->http, "start") == 0 && !a->start) {
+        snprintf(err, len, "--http start needs --start");
+        return -1;
+    }
+    if ((a->storm_lo > 0 || a->idle > 0) && a->http == NULL) {
+        snprintf(err, len, "--storm and --idle need --http");
+        return -1;
+    }
+    if (a->storm_lo > 0 && (a->http == NULL || strcmp(a->http, "start") != 0)) {
+        snprintf(err, len, "--storm needs --start --http start (loadgen must own gatewayd)");
+        return -1;
+    }
+    if (a->no_native && (a->http == NULL || a->storm_lo > 0)) {
+        snprintf(err, len, "--no-native needs --http, and --storm compares with the native run");
         return -1;
     }
     if (a->model == NULL && (a->start || a->text != NULL || a->vocab < 4)) {
@@ -508,6 +702,7 @@ static int parse_args(int argc, char **argv, struct lg_args *a)
     a->threads = 2;
     a->rng = 1;
     a->prompt_len = a->output_len = (struct span){128, 128};
+    a->rounds = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -564,6 +759,14 @@ static int start_instance(struct lg_args *a, struct rs_harness *h)
     return 0;
 }
 
+static void close_clients(struct lg *g)
+{
+    for (uint32_t i = 0; g->cs != NULL && i < g->a.clients; i++)
+        rs_client_destroy(&g->cs[i]);
+    free(g->cs);
+    g->cs = NULL;
+}
+
 static int connect_clients(struct lg *g)
 {
     g->cs = calloc(g->a.clients, sizeof(*g->cs));
@@ -587,23 +790,345 @@ static int connect_clients(struct lg *g)
     return 0;
 }
 
-static int run(struct lg *g)
+/* HTTP connections for up to max(concurrency, clients) requests in flight. */
+static int http_conns(struct lg *g)
+{
+    for (uint32_t i = 0; g->conns != NULL && i < g->n_conns; i++) {
+        hc_close(&g->conns[i]);
+        free(g->conns[i].out);
+        free(g->conns[i].in);
+        free(g->conns[i].sse);
+    }
+    free(g->conns);
+    uint32_t n = g->a.concurrency > g->a.clients ? g->a.concurrency : g->a.clients;
+    g->n_conns = n > 4096 ? 4096 : n;
+    g->conns = calloc(g->n_conns, sizeof(*g->conns));
+    for (uint32_t i = 0; g->conns != NULL && i < g->n_conns; i++) {
+        g->conns[i].g = g;
+        g->conns[i].fd = -1;
+    }
+    return g->conns != NULL ? 0 : -1;
+}
+
+static int http_setup(struct lg *g)
+{
+    char url[160];
+    if (strcmp(g->a.http, "start") == 0) {
+        g->gw_port = free_port();
+        if (g->gw_port == 0 || gw_spawn(g, g->h, 1) != 0) {
+            fprintf(stderr, "bench_loadgen: gatewayd did not start (log in %s)\n", g->h->dir);
+            return -1;
+        }
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1", g->gw_port);
+        fprintf(stderr, "loadgen: started gatewayd on %s\n", url);
+    } else {
+        snprintf(url, sizeof(url), "%s", g->a.http);
+    }
+    if (http_url(url, &g->http_addr, g->http_prefix, sizeof(g->http_prefix)) != 0) {
+        fprintf(stderr, "bench_loadgen: --http: '%s' is not http://IPV4:PORT[/v1]\n", url);
+        return -1;
+    }
+    g->ep = epoll_create1(EPOLL_CLOEXEC);
+    return g->ep >= 0 ? http_conns(g) : -1;
+}
+
+/* --idle N: connections that each answered one request, then sit idle. */
+static int idle_open(struct lg *g)
+{
+    static const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[2048];
+    g->idle_fds = calloc(g->a.idle, sizeof(int));
+    for (uint32_t i = 0; g->idle_fds != NULL && i < g->a.idle; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        g->idle_fds[i] = fd;
+        struct timeval tv = {.tv_sec = 30};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        if (fd < 0 || connect(fd, (struct sockaddr *)&g->http_addr, sizeof(g->http_addr)) != 0 ||
+            send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) <= 0 || recv(fd, buf, sizeof(buf), 0) < 12 ||
+            strncmp(buf, "HTTP/1.1 200", 12) != 0) {
+            fprintf(stderr, "bench_loadgen: idle connection %u failed: %s\n", i, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Each idle connection answers a second request; reports gatewayd's threads and memory. */
+static void idle_report(struct lg *g)
+{
+    static const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[2048];
+    uint32_t ok = 0;
+    long rss = 0;
+    int threads = g->gw_pid > 0 ? proc_threads(g->gw_pid, &rss) : -1;
+    for (uint32_t i = 0; i < g->a.idle; i++)
+        ok += send(g->idle_fds[i], req, sizeof(req) - 1, MSG_NOSIGNAL) > 0 &&
+              recv(g->idle_fds[i], buf, sizeof(buf), 0) >= 12 &&
+              strncmp(buf, "HTTP/1.1 200", 12) == 0;
+    printf("------------Idle keep-alive connections------------\n");
+    printf("%-40s %u of %u (held through the HTTP run)\n", "Answered again:", ok, g->a.idle);
+    if (threads >= 0)
+        printf("%-40s %d threads, %.1f MiB resident\n", "gatewayd:", threads, rss / 1024.0);
+    for (uint32_t i = 0; i < g->a.idle; i++)
+        close(g->idle_fds[i]);
+    free(g->idle_fds);
+    g->idle_fds = NULL;
+}
+
+/* Warm-up, then the measured requests, on one path; prints its report. */
+static int run_mode(struct lg *g, enum lg_mode mode, struct figures *f)
+{
+    g->mode = mode;
+    g->rng = g->a.rng; /* the same prompts and lengths on both paths */
+    g->n_total = g->a.warmup + g->a.requests;
+    g->n_itl = 0;
+    g->next = g->done = g->in_flight = 0;
+    if (mode == LG_NATIVE && g->cs == NULL && connect_clients(g) != 0)
+        return -1;
+    if (g->a.warmup > 0 && run_phase(g, 0, g->a.warmup, 0, 0) != 0)
+        return -1;
+    double cpu0 = mode == LG_HTTP && g->gw_pid > 0 ? proc_cpu_s(g->gw_pid) : -1;
+    if (run_phase(g, g->a.warmup, g->a.requests, 1, g->a.rate) != 0 ||
+        collect(g, g->a.warmup, f) != 0)
+        return -1;
+    report(g, f);
+    double cpu1 = cpu0 >= 0 ? proc_cpu_s(g->gw_pid) : -1;
+    if (cpu1 >= 0 && f->out_tokens > 0) /* the gateway's own cost, whatever the host's load */
+        printf("%-40s %.3f s for %llu tokens = %.1f us/token (%.2f%% of a core at 255 tok/s)\n",
+               "gatewayd CPU over the measured run:", cpu1 - cpu0,
+               (unsigned long long)f->out_tokens, (cpu1 - cpu0) * 1e6 / (double)f->out_tokens,
+               (cpu1 - cpu0) / (double)f->out_tokens * 255 * 100);
+    return 0;
+}
+
+static double tok_per_s(const struct figures *f)
+{
+    double secs = f->t1 > f->t0 ? (double)(f->t1 - f->t0) / 1e9 : 0;
+    return secs > 0 ? (double)f->out_tokens / secs : 0;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, uint32_t n)
+{
+    qsort(v, n, sizeof(double), cmp_d);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Per round and the median over rounds: HTTP / native throughput, TTFT and TPOT deltas. */
+static void compare(const struct figures *n, const struct figures *h, uint32_t rounds)
+{
+    double ratio[64], dttft[64], dtpot[64];
+    printf("------------HTTP against native (same run)---------\n");
+    for (uint32_t r = 0; r < rounds; r++) {
+        ratio[r] = tok_per_s(&n[r]) > 0 ? tok_per_s(&h[r]) / tok_per_s(&n[r]) : 0;
+        dttft[r] = h[r].ttft.p50 - n[r].ttft.p50;
+        dtpot[r] = h[r].tpot.p50 - n[r].tpot.p50;
+        if (rounds > 1)
+            printf("round %u: %.1f / %.1f tok/s = %.3fx, median TTFT %+.2f ms, TPOT %+.3f ms\n",
+                   r + 1, tok_per_s(&h[r]), tok_per_s(&n[r]), ratio[r], dttft[r], dtpot[r]);
+    }
+    const char *over = rounds > 1 ? " (median of the rounds)" : "";
+    printf("Output throughput, HTTP / native:        %.3fx (goal >= 0.95)%s\n",
+           median(ratio, rounds), over);
+    printf("Median TTFT, HTTP - native (ms):         %+.2f (goal <= 1 ms)%s\n",
+           median(dttft, rounds), over);
+    printf("Median TPOT, HTTP - native (ms):         %+.3f%s\n", median(dtpot, rounds), over);
+    printf("==================================================\n");
+}
+
+/* --- the storm ------------------------------------------------------------------------------ */
+
+static int storm(struct lg *g)
 {
     struct figures f;
+    uint32_t n = g->a.warmup + g->a.requests;
+    char **native = calloc(n, sizeof(char *));
+    size_t *native_len = calloc(n, sizeof(size_t));
+    g->keep_text = 1;
+    if (native == NULL || native_len == NULL || run_mode(g, LG_NATIVE, &f) != 0)
+        return 1;
+    for (uint32_t i = 0; i < n; i++) { /* the references: the same prompts, without crashes */
+        native[i] = g->reqs[i].text;
+        native_len[i] = g->reqs[i].text_len;
+        g->reqs[i].text = NULL;
+        g->reqs[i].text_cap = g->reqs[i].text_len = 0;
+    }
+    _Atomic uint64_t *acc = &rs_harness_view(g->h)->metrics->stage[RS_PIPE_STAGE_TOKENIZERD]
+                                 .counter[RS_M_TOK_ACCEPTED];
+    uint64_t acc0 = atomic_load(acc);
+    g->run_tag = rs_clock_ns();
+    g->kill_rng = g->run_tag | 1;
+    g->restart_ms = calloc(100000, sizeof(double));
+    g->next_kill_ns = rs_clock_ns() + 1000000ull * g->a.storm_lo;
+    if (run_mode(g, LG_HTTP, &f) != 0)
+        return 1;
+    while (g->killed_ns != 0 && gw_probe(g->gw_port) == 0)
+        usleep(1000);
+    if (g->killed_ns != 0)
+        g->restart_ms[g->kills - 1] = (double)(rs_clock_ns() - g->killed_ns) / 1e6;
+    uint64_t runs = atomic_load(acc) - acc0;
+    uint32_t same = 0, retries = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int eq = g->reqs[i].text_len == native_len[i] &&
+                 memcmp(g->reqs[i].text, native[i], native_len[i]) == 0;
+        if (!eq && same == i)
+            fprintf(stderr, "loadgen: request %u differs from the native run: %zu bytes vs %zu "
+                    "(%u retries)\n", i, g->reqs[i].text_len, native_len[i], g->reqs[i].retries);
+        same += eq;
+        retries += g->reqs[i].retries;
+        free(native[i]);
+    }
+    free(native);
+    free(native_len);
+    struct dist r = summarize(g->restart_ms, g->kills);
+    printf("-------------gatewayd SIGKILL storm----------------\n");
+    printf("%-40s %u (every %u..%u ms)\n", "gatewayd SIGKILLs:", g->kills, g->a.storm_lo,
+           g->a.storm_hi);
+    printf("%-40s %u, retried %u times (same Idempotency-Key)\n", "Requests:", n, retries);
+    printf("%-40s %llu (runs twice: %lld)\n", "Accepted by tokenizerd:", (unsigned long long)runs,
+           (long long)runs - (long long)n);
+    printf("%-40s %u of %u\n", "Outputs identical to the native run:", same, n);
+    printf("%-40s p50 %.1f / p90 %.1f / p99 %.1f\n", "SIGKILL -> serving again (ms):", r.p50,
+           r.p90, r.p99);
+    printf("==================================================\n");
+    free(g->restart_ms);
+    return runs == n && same == n ? 0 : 1;
+}
+
+/* --- the sweep ------------------------------------------------------------------------------ */
+
+struct sweep_row {
+    uint32_t c;
+    double tps[2], ttft50[2], ttft99[2], tpot50[2], tpot99[2];
+};
+
+static void sweep_plot(const struct lg *g, const struct sweep_row *rows, size_t n)
+{
+    const char *png = g->a.plot != NULL ? g->a.plot : "build/loadgen-sweep.png";
+    char dat[600], gp[600], cmd[1400];
+    snprintf(dat, sizeof(dat), "%s.dat", png);
+    snprintf(gp, sizeof(gp), "%s.gp", png);
+    FILE *d = fopen(dat, "w"), *s = fopen(gp, "w");
+    if (d == NULL || s == NULL) {
+        fprintf(stderr, "bench_loadgen: cannot write %s\n", d == NULL ? dat : gp);
+        if (d != NULL)
+            fclose(d);
+        if (s != NULL)
+            fclose(s);
+        return;
+    }
+    fprintf(d, "# concurrency native_tok_s http_tok_s native_ttft50 native_ttft99 http_ttft50 "
+               "http_ttft99 native_tpot50 native_tpot99 http_tpot50 http_tpot99 (ms)\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(d, "%u %.2f %.2f %.2f %.2f %.2f %.2f %.3f %.3f %.3f %.3f\n", rows[i].c,
+                rows[i].tps[0], rows[i].tps[1], rows[i].ttft50[0], rows[i].ttft99[0],
+                rows[i].ttft50[1], rows[i].ttft99[1], rows[i].tpot50[0], rows[i].tpot99[0],
+                rows[i].tpot50[1], rows[i].tpot99[1]);
+    fclose(d);
+    fprintf(s, "set terminal png size 1400,520\nset output '%s'\nset multiplot layout 1,3\n"
+               "set key top left\nset grid\nset logscale x 2\nset xlabel 'concurrency'\n"
+               "set title 'output throughput'\nset ylabel 'tok/s'\n"
+               "plot '%s' u 1:2 w lp t 'native', '' u 1:3 w lp t 'HTTP'\n"
+               "set title 'TTFT'\nset ylabel 'ms'\nset logscale y\n"
+               "plot '%s' u 1:4 w lp t 'native p50', '' u 1:5 w lp t 'native p99', "
+               "'' u 1:6 w lp t 'HTTP p50', '' u 1:7 w lp t 'HTTP p99'\n"
+               "set title 'TPOT'\n"
+               "plot '%s' u 1:8 w lp t 'native p50', '' u 1:9 w lp t 'native p99', "
+               "'' u 1:10 w lp t 'HTTP p50', '' u 1:11 w lp t 'HTTP p99'\n"
+               "unset multiplot\n", png, dat, dat, dat);
+    fclose(s);
+    snprintf(cmd, sizeof(cmd), "gnuplot '%s'", gp);
+    if (system(cmd) == 0)
+        printf("chart: %s (data %s, script %s)\n", png, dat, gp);
+    else
+        fprintf(stderr, "bench_loadgen: gnuplot failed (ops/setup installs gnuplot-nox); data "
+                "in %s\n", dat);
+}
+
+static int sweep(struct lg *g)
+{
+    struct sweep_row rows[32];
+    size_t n = 0;
+    int http = g->a.http != NULL, native = !g->a.no_native;
+    for (const char *p = g->a.sweep; *p != '\0' && n < 32;) {
+        char *end;
+        unsigned long c = strtoul(p, &end, 10);
+        if (c == 0 || c > 4096 || (*end != ',' && *end != '\0')) {
+            fprintf(stderr, "bench_loadgen: --sweep takes concurrencies like 1,4,16\n");
+            return 2;
+        }
+        struct figures f[2];
+        memset(f, 0, sizeof(f));
+        close_clients(g);
+        g->a.clients = g->a.concurrency = g->a.warmup = (uint32_t)c;
+        if ((http && http_conns(g) != 0) || (native && run_mode(g, LG_NATIVE, &f[0]) != 0) ||
+            (http && run_mode(g, LG_HTTP, &f[1]) != 0))
+            return 1;
+        rows[n] = (struct sweep_row){.c = (uint32_t)c};
+        for (int m = 0; m < 2; m++) {
+            rows[n].tps[m] = tok_per_s(&f[m]);
+            rows[n].ttft50[m] = f[m].ttft.p50;
+            rows[n].ttft99[m] = f[m].ttft.p99;
+            rows[n].tpot50[m] = f[m].tpot.p50;
+            rows[n].tpot99[m] = f[m].tpot.p99;
+        }
+        n++;
+        p = *end == ',' ? end + 1 : end;
+    }
+    printf("=================== Concurrency sweep ====================\n");
+    printf("%4s %-7s %10s %10s %10s %10s %10s\n", "C", "path", "tok/s", "TTFT p50", "TTFT p99",
+           "TPOT p50", "TPOT p99");
+    for (size_t i = 0; i < n; i++)
+        for (int m = 0; m < 2; m++)
+            if ((m == 0 && native) || (m == 1 && http))
+                printf("%4u %-7s %10.1f %10.2f %10.2f %10.3f %10.3f\n", rows[i].c,
+                       m ? "http" : "native", rows[i].tps[m], rows[i].ttft50[m], rows[i].ttft99[m],
+                       rows[i].tpot50[m], rows[i].tpot99[m]);
+    sweep_plot(g, rows, n);
+    return 0;
+}
+
+static int run(struct lg *g)
+{
+    static struct figures fn[64], fh[64];
     uint32_t max_prompt = g->a.prompt_len.hi;
+    uint32_t n_max = g->a.requests + 4096;
     g->n_total = g->a.warmup + g->a.requests;
-    g->reqs = calloc(g->n_total, sizeof(*g->reqs));
+    g->reqs = calloc(n_max, sizeof(*g->reqs));
     g->prompt = malloc(sizeof(uint32_t) * max_prompt);
-    if (g->reqs == NULL || g->prompt == NULL || load_vocab(g) != 0 || connect_clients(g) != 0)
+    if (g->reqs == NULL || g->prompt == NULL || load_vocab(g) != 0)
         return 1;
-    g->rng = g->a.rng;
-    if (g->a.warmup > 0 && run_phase(g, 0, g->a.warmup, 0, 0) != 0)
+    if (g->a.http != NULL && http_setup(g) != 0)
         return 1;
-    if (run_phase(g, g->a.warmup, g->a.requests, 1, g->a.rate) != 0 ||
-        collect(g, g->a.warmup, &f) != 0)
+    if (g->a.sweep != NULL)
+        return sweep(g);
+    if (g->a.storm_lo > 0)
+        return storm(g);
+    uint32_t rounds = g->a.rounds > 64 ? 64 : g->a.rounds, failed = 0;
+    if (g->a.http == NULL) {
+        for (uint32_t r = 0; r < rounds; r++)
+            if (run_mode(g, LG_NATIVE, &fn[r]) != 0 || fn[r].failed > 0)
+                return 1;
+        return 0;
+    }
+    if (g->a.idle > 0 && idle_open(g) != 0)
         return 1;
-    report(g, &f);
-    return f.failed > 0 ? 1 : 0;
+    for (uint32_t r = 0; r < rounds; r++) {
+        if ((!g->a.no_native && run_mode(g, LG_NATIVE, &fn[r]) != 0) ||
+            run_mode(g, LG_HTTP, &fh[r]) != 0)
+            return 1;
+        failed += fh[r].failed + (g->a.no_native ? 0 : fn[r].failed);
+    }
+    if (g->a.idle > 0)
+        idle_report(g);
+    if (!g->a.no_native)
+        compare(fn, fh, rounds);
+    return failed > 0 ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -612,6 +1137,7 @@ int main(int argc, char **argv)
     struct rs_harness h;
     memset(&g, 0, sizeof(g));
     memset(&h, 0, sizeof(h));
+    g.ep = -1;
     rs_log_init("loadgen");
     if (getenv("RS_LOG_LEVEL") == NULL)
         rs_log_set_level(RS_LOG_WARN);
@@ -620,12 +1146,14 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     if (g.a.start && start_instance(&g.a, &h) != 0)
         return 1;
+    g.h = g.a.start ? &h : NULL;
     rc = run(&g);
-    for (uint32_t i = 0; g.cs != NULL && i < g.a.clients; i++)
-        rs_client_destroy(&g.cs[i]);
+    close_clients(&g);
+    gw_kill(&g);
     if (g.a.start)
         rs_harness_stop(&h, rc != 0);
-    free(g.cs);
+    for (uint32_t i = 0; g.reqs != NULL && i < g.a.requests + 4096; i++)
+        free(g.reqs[i].text);
     free(g.reqs);
     free(g.prompt);
     free(g.pool);

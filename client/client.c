@@ -113,6 +113,11 @@ static rs_err open_dealer(rs_client *c, const struct rs_client_opts *o, const ch
 
 static rs_err check_opts(const struct rs_client_opts *o)
 {
+    if (o->keep_prefix != NULL && strlen(o->keep_prefix) > RS_WIRE_ID_MAX) {
+        rs_log_error("client: keep_prefix is longer than a request id (%d bytes)",
+                     RS_WIRE_ID_MAX);
+        return RS_EINVAL;
+    }
     if (o->max_requests == 0 || o->max_requests > (1u << 20) || o->ack_timeout_ms == 0 ||
         o->stall_ms == 0) {
         rs_log_error("client: max_requests must be 1..1048576, ack_timeout_ms and stall_ms > 0");
@@ -174,6 +179,10 @@ rs_err rs_client_create(const struct rs_client_opts *o, rs_client **out)
         c->rid_len = o->routing_id_len;
     } else {
         pick_routing_id(c);
+    }
+    if (o->keep_prefix != NULL) {
+        c->keep_len = strlen(o->keep_prefix);
+        memcpy(c->keep_prefix, o->keep_prefix, c->keep_len + 1);
     }
     c->ack_timeout_ms = o->ack_timeout_ms;
     c->stall_ms = o->stall_ms;
@@ -353,15 +362,11 @@ static int service(rs_client *c, const zmq_pollitem_t *it, uint64_t *next_due)
     return c->events;
 }
 
-int rs_client_poll_set(rs_client *const *cs, size_t n, int timeout_ms)
+/* Milliseconds zmq_poll may sleep: the caller's limit, cut to the earliest client timer. */
+static long poll_wait(rs_client *const *cs, size_t n, int timeout_ms)
 {
-    zmq_pollitem_t stack_items[16 * ITEMS_PER_CLIENT];
-    zmq_pollitem_t *items = n <= 16 ? stack_items : malloc(n * ITEMS_PER_CLIENT * sizeof(*items));
-    if (items == NULL)
-        return RS_ENOMEM;
     uint64_t now = rs_clock_ns(), due = UINT64_MAX;
     for (size_t i = 0; i < n; i++) {
-        fill_items(cs[i], &items[i * ITEMS_PER_CLIENT]);
         cs[i]->events = 0;
         uint64_t d = client_timers(cs[i], now);
         due = d < due ? d : due;
@@ -372,11 +377,32 @@ int rs_client_poll_set(rs_client *const *cs, size_t n, int timeout_ms)
         if (timeout_ms < 0 || left_ms < (uint64_t)timeout_ms)
             wait = (long)left_ms;
     }
+    return wait;
+}
+
+int rs_client_poll_fds(rs_client *const *cs, size_t n, struct rs_client_pollfd *fds,
+                       size_t n_fds, int timeout_ms)
+{
+    zmq_pollitem_t stack_items[16 * ITEMS_PER_CLIENT];
+    size_t n_items = n * ITEMS_PER_CLIENT + n_fds;
+    zmq_pollitem_t *items = n_items <= 16 * ITEMS_PER_CLIENT
+                                ? stack_items
+                                : malloc(n_items * sizeof(*items));
+    if (items == NULL)
+        return RS_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        fill_items(cs[i], &items[i * ITEMS_PER_CLIENT]);
+    for (size_t i = 0; i < n_fds; i++)
+        items[n * ITEMS_PER_CLIENT + i] =
+            (zmq_pollitem_t){.fd = fds[i].fd, .events = fds[i].events};
+    long wait = poll_wait(cs, n, timeout_ms);
     int total = 0;
-    if (zmq_poll(items, (int)(n * ITEMS_PER_CLIENT), wait) < 0 && errno != EINTR) {
+    if (zmq_poll(items, (int)n_items, wait) < 0 && errno != EINTR) {
         rs_log_error("client: zmq_poll: %s", zmq_strerror(errno));
         total = RS_EIO;
     }
+    for (size_t i = 0; i < n_fds; i++)
+        fds[i].revents = total < 0 ? 0 : items[n * ITEMS_PER_CLIENT + i].revents;
     for (size_t i = 0; i < n && total >= 0; i++) {
         uint64_t next = UINT64_MAX;
         total += service(cs[i], &items[i * ITEMS_PER_CLIENT], &next);
@@ -384,6 +410,11 @@ int rs_client_poll_set(rs_client *const *cs, size_t n, int timeout_ms)
     if (items != stack_items)
         free(items);
     return total;
+}
+
+int rs_client_poll_set(rs_client *const *cs, size_t n, int timeout_ms)
+{
+    return rs_client_poll_fds(cs, n, NULL, 0, timeout_ms);
 }
 
 int rs_client_poll(rs_client *c, int timeout_ms)

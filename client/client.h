@@ -43,6 +43,11 @@ struct rs_client_opts {
     uint32_t stall_ms;                /* resume a request silent this long; 1000 */
     uint32_t request_timeout_ms;      /* default per-request limit, 0 = none; 600000 */
     void *zctx;                       /* ZeroMQ context (borrowed); NULL = the client makes one */
+    /* Requests whose id starts with this prefix are never released (PROTOCOL.md §3.5):
+     * postprocd keeps each finished one for its linger, so another process using the same
+     * routing id (a restarted caller) can still submit it again and replay its output.
+     * NULL or "" = release every request when its final arrives (the default). */
+    const char *keep_prefix;
 };
 
 /* Fills o with the defaults above. Any thread. */
@@ -62,6 +67,7 @@ const char *rs_client_status_name(enum rs_client_status s);
 enum rs_client_ev_kind {
     RS_CLIENT_EV_DELTA = 1, /* new output of a running request */
     RS_CLIENT_EV_FINAL = 2, /* the last event of a request, exactly once */
+    RS_CLIENT_EV_ACK = 3,   /* tokenizerd accepted it (only with rs_client_req_opts.want_ack) */
 };
 
 /*
@@ -145,6 +151,11 @@ void rs_client_destroy(rs_client **c);
 struct rs_client_req_opts {
     const char *id;       /* 1..64 printable ASCII, unique for this client's lifetime; NULL = picked */
     uint32_t timeout_ms;  /* time limit from submit to final; 0 = the client's default */
+    bool want_ack;        /* deliver an RS_CLIENT_EV_ACK event when tokenizerd accepts it */
+    bool replay;          /* right after the ack, ask postprocd for the output from seq 0: the
+                             request may have been submitted before under this routing id (by
+                             an earlier process), and whatever it produced so far, final
+                             included, is then delivered at once instead of after a stall */
 };
 
 /*
@@ -169,6 +180,18 @@ rs_err rs_client_submit(rs_client *c, const struct rs_wire_generate *g,
 rs_err rs_client_cancel(rs_client *c, const char *id);
 
 /*
+ * Hands request id to a new callback (cb, user) and delivers its whole
+ * output to it again from seq 0: postprocd replays it (resume from_seq 0),
+ * repeats of what the old callback saw are not dropped this time, and the
+ * old callback gets nothing more. For a caller whose consumer of a request
+ * went away and came back (an HTTP client retrying). When the request was
+ * acknowledged and its options asked for acks, cb gets an RS_CLIENT_EV_ACK
+ * event before this returns. Returns RS_OK or RS_ENOENT (no such request in
+ * flight). Owner thread; not from a callback of the same request.
+ */
+rs_err rs_client_replay(rs_client *c, const char *id, rs_client_cb cb, void *user);
+
+/*
  * Waits up to timeout_ms (0: do not wait, -1: until something happens) for
  * messages, handles all that arrived and the client's timers (resends,
  * resumes, hellos, time limits), calling callbacks. Returns the number of
@@ -182,6 +205,24 @@ int rs_client_poll(rs_client *c, int timeout_ms);
  * summed).
  */
 int rs_client_poll_set(rs_client *const *cs, size_t n, int timeout_ms);
+
+/* A file descriptor polled together with the clients (rs_client_poll_fds). */
+#define RS_CLIENT_POLLIN 1  /* readable (== ZMQ_POLLIN) */
+#define RS_CLIENT_POLLOUT 2 /* writable (== ZMQ_POLLOUT) */
+struct rs_client_pollfd {
+    int fd;
+    short events;  /* RS_CLIENT_POLLIN | RS_CLIENT_POLLOUT */
+    short revents; /* set by the call: what is ready (RS_CLIENT_POLL* or ZMQ_POLLERR) */
+};
+
+/*
+ * rs_client_poll_set that also waits for n_fds file descriptors in the same
+ * zmq_poll, so a program with its own sockets (an HTTP server's epoll fd)
+ * sleeps in one place. fds[i].revents says which are ready; the clients'
+ * messages and timers are handled as in rs_client_poll. Same returns.
+ */
+int rs_client_poll_fds(rs_client *const *cs, size_t n, struct rs_client_pollfd *fds,
+                       size_t n_fds, int timeout_ms);
 
 /*
  * Polls until no request is in flight or timeout_ms passed (-1: no limit).

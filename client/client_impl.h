@@ -27,6 +27,8 @@ struct creq {
     bool acked;
     bool cancel_wanted;    /* rs_client_cancel was called */
     bool resume_pending;   /* a resume for a gap is out and nothing arrived in order since */
+    bool want_ack;         /* deliver an ACK event (rs_client_req_opts.want_ack) */
+    bool replay;           /* resume from seq 0 right after the ack (rs_client_req_opts.replay) */
     uint32_t pos;          /* index in client.live */
     uint64_t submit_ns;
     uint64_t deadline_ns;  /* 0 = none */
@@ -50,6 +52,8 @@ struct rs_client {
     bool tok_down, post_down;  /* a disconnect was seen and no handshake since */
     uint8_t rid[RS_CLIENT_RID_MAX];
     size_t rid_len;
+    char keep_prefix[RS_CLIENT_ID_CAP]; /* ids never released (rs_client_opts.keep_prefix) */
+    size_t keep_len;
     uint32_t ack_timeout_ms, stall_ms, request_timeout_ms;
     bool welcomed;             /* postprocd answered a hello */
     uint64_t hello_due_ns;     /* when to (re)send the hello; 0 = not now */
@@ -107,6 +111,9 @@ void creq_send_resume(rs_client *c, struct creq *q, uint64_t now);
  * the record until the linger ends.
  */
 void client_send_release(rs_client *c, const char *id);
+
+/* True when request `id` must not be released (its id starts with the keep prefix). */
+bool client_keeps(const rs_client *c, const char *id);
 
 /* Runs every due timer of every request and of the client; returns the next due time. */
 uint64_t client_timers(rs_client *c, uint64_t now);

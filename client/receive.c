@@ -35,6 +35,15 @@ static void on_ack(rs_client *c, struct creq *q, const struct rs_wire_ack *a, ui
     c->st.acked++;
     if (q->cancel_wanted)
         creq_send_cancel(c, q, now);
+    if (q->replay && q->next_seq == 0)
+        creq_send_resume(c, q, now); /* output of an earlier submission comes at once */
+    if (q->want_ack && q->cb != NULL) {
+        struct rs_client_event ev;
+        creq_event_init(q, &ev, RS_CLIENT_EV_ACK, now);
+        ev.seq = 0;
+        c->events++;
+        q->cb(&ev);
+    }
 }
 
 static void on_tok_error(rs_client *c, struct creq *q, const struct rs_wire_server_msg *m)
@@ -132,7 +141,8 @@ static void on_final(rs_client *c, struct creq *q, const struct rs_wire_final *f
     ev.error = f->error;
     snprintf(msg, sizeof(msg), "%.*s", STR_ARGS(f->message));
     ev.message = msg;
-    client_send_release(c, q->id);
+    if (!client_keeps(c, q->id))
+        client_send_release(c, q->id);
     creq_finish(c, q, &ev);
 }
 
@@ -177,7 +187,7 @@ void client_on_message(rs_client *c, bool from_post, const uint8_t *buf, size_t 
         return;
     }
     struct creq *q = m.id[0] != '\0' ? creq_find(c, m.id, strlen(m.id)) : NULL;
-    if (q == NULL && from_post && m.type == RS_WIRE_T_FINAL)
+    if (q == NULL && from_post && m.type == RS_WIRE_T_FINAL && !client_keeps(c, m.id))
         client_send_release(c, m.id); /* a repeat after ours was lost: postprocd still holds it */
     if (q == NULL) {
         if (m.type == RS_WIRE_T_ERROR && m.id[0] == '\0')

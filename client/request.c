@@ -231,6 +231,8 @@ rs_err rs_client_submit(rs_client *c, const struct rs_wire_generate *g,
     q->gen_ivl_ms = c->ack_timeout_ms;
     q->stall_ivl_ms = c->stall_ms;
     q->gen_due_ns = now; /* sent by the timers once postprocd has welcomed us */
+    q->want_ack = o != NULL && o->want_ack;
+    q->replay = o != NULL && o->replay;
     q->pos = c->n_live;
     c->live[c->n_live++] = slot;
     index_insert(c, slot);
@@ -240,6 +242,35 @@ rs_err rs_client_submit(rs_client *c, const struct rs_wire_generate *g,
     if (id_out != NULL)
         memcpy(id_out, id, sizeof(id));
     return RS_OK;
+}
+
+rs_err rs_client_replay(rs_client *c, const char *id, rs_client_cb cb, void *user)
+{
+    struct creq *q = id != NULL ? creq_find(c, id, strlen(id)) : NULL;
+    if (q == NULL)
+        return RS_ENOENT;
+    q->cb = cb;
+    q->user = user;
+    uint64_t now = rs_clock_ns();
+    if (q->acked && q->want_ack && cb != NULL) {
+        struct rs_client_event ev;
+        creq_event_init(q, &ev, RS_CLIENT_EV_ACK, now);
+        ev.seq = 0;
+        cb(&ev);
+    }
+    if (q->next_seq == 0)
+        return RS_OK; /* nothing was delivered yet: the new callback gets everything anyway */
+    /* Everything again from seq 0; what is in flight now arrives as a gap and is dropped. */
+    q->next_seq = 0;
+    q->n_out = 0;
+    creq_send_resume(c, q, now);
+    q->resume_pending = true;
+    return RS_OK;
+}
+
+bool client_keeps(const rs_client *c, const char *id)
+{
+    return c->keep_len > 0 && strncmp(id, c->keep_prefix, c->keep_len) == 0;
 }
 
 rs_err rs_client_cancel(rs_client *c, const char *id)

@@ -103,7 +103,7 @@ class Instance:
     def start(self, *extra):
         cmd = [os.path.join(SRC, "ops", "serve"), "--model", self.model, "--instance", self.name,
                "--bin", BIN, "--state-dir", self.state, "--rundir", self.rundir, "--threads",
-               "1", *extra]
+               "1", "--no-http", *extra]  # gatewayd under ops/serve: test_gateway_serve.py
         out = open(self.out_path, "ab")
         # Own session and process group, like a terminal job: stop() sends what Ctrl-C sends.
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
@@ -536,7 +536,7 @@ def test_systemd_units_verify():
         user = pwd.getpwuid(os.getuid()).pw_name
         group = grp.getgrgid(os.getgid()).gr_name
         units = sorted(f for f in os.listdir(src) if "@." in f)
-        check(len(units) == 7, f"expected 7 unit templates, found {units}")
+        check(len(units) == 9, f"expected 9 unit templates, found {units}")
         for f in units:
             with open(os.path.join(src, f)) as fin, open(os.path.join(tmp, f), "w") as fout:
                 fout.write(fin.read().replace("/usr/local/bin/", BIN + "/")
