@@ -34,6 +34,8 @@
 
 struct args {
     const char *model, *prompt, *prompt_ids, *logits_out;
+    int32_t *pids; /* --prompt-ids parsed (owned; the process exits with it) */
+    size_t n_pids;
     uint32_t n, block_size;
     int threads, isa, print_ids, seed_given;
     struct rs_sampling_params sp;
@@ -117,6 +119,29 @@ static int parse_isa(const char *s, int *isa)
     return 0;
 }
 
+/* --prompt-ids: comma-separated non-negative ids (the vocab range is checked at load). */
+static int parse_id_list(const char *s, struct args *a)
+{
+    size_t n = 1;
+    for (const char *p = s; *p; p++)
+        n += *p == ',';
+    free(a->pids);
+    a->pids = malloc(n * sizeof(int32_t));
+    if (a->pids == NULL)
+        return errorf("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        long v = s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
+        if (v < 0 || errno != 0 || v > INT32_MAX || (*end != ',' && *end != '\0'))
+            return bad("--prompt-ids", s, "expected token ids separated by commas");
+        a->pids[i] = (int32_t)v;
+        s = end + (*end == ',');
+    }
+    a->n_pids = n;
+    return 0;
+}
+
 /* One option; 0 on success, -1 (message printed) on a bad value. */
 static int apply_opt(int c, const char *v, struct args *a)
 {
@@ -136,7 +161,7 @@ static int apply_opt(int c, const char *v, struct args *a)
     case O_BS: rc = parse_u64("--block-size", v, 1, 65536, &u), a->block_size = (uint32_t)u; break;
     case O_ISA: rc = parse_isa(v, &a->isa); break;
     case O_IDS: a->print_ids = 1; break;
-    case O_PIDS: a->prompt_ids = v; break;
+    case O_PIDS: a->prompt_ids = v, rc = parse_id_list(v, a); break;
     case O_LOUT: a->logits_out = v; break;
     default: return -1;
     }
@@ -209,27 +234,19 @@ static void gen_fini(struct gen *g)
     free(g->logits);
 }
 
-/* --prompt-ids: comma-separated ids, each < n_vocab, used as given. */
-static int parse_prompt_ids(struct gen *g, const struct args *a)
+/* --prompt-ids, used as given: each id must be below the model's vocab size. */
+static int use_prompt_ids(struct gen *g, const struct args *a)
 {
-    const char *s = a->prompt_ids;
-    size_t n = 1;
-    for (const char *p = s; *p; p++)
-        n += *p == ',';
-    g->ids = malloc((n + a->n) * sizeof(int32_t));
+    g->ids = malloc((a->n_pids + a->n) * sizeof(int32_t));
     if (g->ids == NULL)
         return errorf("out of memory");
-    for (size_t i = 0; i < n; i++) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno != 0 || v < 0 || v >= (long)g->n_vocab || (*end != ',' && *end))
-            return errorf("--prompt-ids: item %zu ('%.*s') is not a token id in 0..%u", i + 1,
-                          (int)strcspn(s, ","), s, g->n_vocab - 1);
-        g->ids[i] = (int32_t)v;
-        s = end + (*end == ',');
+    for (size_t i = 0; i < a->n_pids; i++) {
+        if ((uint32_t)a->pids[i] >= g->n_vocab)
+            return errorf("--prompt-ids: id %d (item %zu) is not below the vocab size %u",
+                          a->pids[i], i + 1, g->n_vocab);
+        g->ids[i] = a->pids[i];
     }
-    g->n_prompt = g->n_ids = n;
+    g->n_prompt = g->n_ids = a->n_pids;
     return 0;
 }
 
@@ -237,7 +254,7 @@ static int parse_prompt_ids(struct gen *g, const struct args *a)
 static int tokenize_prompt(struct gen *g, const struct args *a)
 {
     if (a->prompt_ids != NULL)
-        return parse_prompt_ids(g, a);
+        return use_prompt_ids(g, a);
     const char *text = a->prompt != NULL ? a->prompt : "";
     size_t need = 0, len = strlen(text);
     rs_err rc = rs_tokenizer_encode(g->tok, text, len, RS_TOKENIZE_ADD_SPECIAL, NULL, 0, &need);
@@ -403,6 +420,7 @@ int main(int argc, char **argv)
     struct args a;
     if (parse_args(argc, argv, &a) != 0) {
         usage(stderr);
+        free(a.pids);
         return EXIT_USAGE;
     }
     if (!a.seed_given)
@@ -424,5 +442,6 @@ int main(int argc, char **argv)
                 (unsigned long long)a.sp.seed);
     }
     gen_fini(&g);
+    free(a.pids);
     return rc == 0 ? 0 : 1;
 }
