@@ -215,6 +215,32 @@ static long *shape_field(struct opts *o, int id, const char **name, long *max)
     }
 }
 
+/* The architecture options: --arch, --softcap, --norm-std. */
+static int parse_arch_opt(struct opts *o, int id, const char *arg)
+{
+    char *end;
+    o->shape_given = 1;
+    switch (id) {
+    case OPT_ARCH:
+        for (size_t i = 0; i < N_ARCHS; i++)
+            if (strcmp(arg, ARCHS[i].name) == 0)
+                return o->arch = &ARCHS[i], 0;
+        return bad_arg("--arch '%s': expected llama, qwen2, qwen3, gemma2, gemma3 or phi3", arg);
+    case OPT_SOFTCAP:
+        if (sscanf(arg, "%f,%f", &o->softcap_attn, &o->softcap_final) != 2 ||
+            !(o->softcap_attn > 0) || !(o->softcap_final > 0) || !isfinite(o->softcap_attn) ||
+            !isfinite(o->softcap_final))
+            return bad_arg("--softcap '%s': expected two positive numbers ATTN,FINAL", arg);
+        return 0;
+    case OPT_NORM_STD:
+        o->norm_std = strtof(arg, &end);
+        if (end == arg || *end != '\0' || !isfinite(o->norm_std) || o->norm_std < 0)
+            return bad_arg("--norm-std '%s': expected a finite number >= 0", arg);
+        return 0;
+    default: return EXIT_USAGE;
+    }
+}
+
 static int parse_opt(struct opts *o, int id, const char *arg)
 {
     const char *name;
@@ -254,26 +280,7 @@ static int parse_opt(struct opts *o, int id, const char *arg)
         if (!parse_long(arg, 1, MAX_THREADS, &o->threads))
             return bad_arg("--threads '%s': expected an integer in 1..256", arg);
         return 0;
-    case OPT_ARCH:
-        o->shape_given = 1;
-        for (size_t i = 0; i < N_ARCHS; i++)
-            if (strcmp(arg, ARCHS[i].name) == 0)
-                return o->arch = &ARCHS[i], 0;
-        return bad_arg("--arch '%s': expected llama, qwen2, qwen3, gemma2, gemma3 or phi3", arg);
-    case OPT_SOFTCAP:
-        o->shape_given = 1;
-        if (sscanf(arg, "%f,%f", &o->softcap_attn, &o->softcap_final) != 2 ||
-            !(o->softcap_attn > 0) || !(o->softcap_final > 0) || !isfinite(o->softcap_attn) ||
-            !isfinite(o->softcap_final))
-            return bad_arg("--softcap '%s': expected two positive numbers ATTN,FINAL", arg);
-        return 0;
-    case OPT_NORM_STD:
-        o->shape_given = 1;
-        o->norm_std = strtof(arg, &end);
-        if (end == arg || *end != '\0' || !isfinite(o->norm_std) || o->norm_std < 0)
-            return bad_arg("--norm-std '%s': expected a finite number >= 0", arg);
-        return 0;
-    default: return EXIT_USAGE;
+    default: return parse_arch_opt(o, id, arg);
     }
 }
 
