@@ -125,8 +125,8 @@ INL __m256 tanh8(__m256 x)
     return _mm256_or_ps(t, _mm256_and_ps(x, sgn));
 }
 
-/* s[i] = cap * tanh(s[i] / cap) over n scores (the attention soft-cap). */
-TGT static void softcap8(float *s, uint32_t n, float cap)
+/* s[i] = cap * tanh(s[i] / cap) over n values (attention scores, final logits). */
+TGT void kern_softcap_avx2(float *s, uint32_t n, float cap)
 {
     __m256 c = _mm256_set1_ps(cap), inv = _mm256_set1_ps(1.0f / cap);
     uint32_t t = 0;
@@ -262,7 +262,7 @@ TGT void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *ta
     for (uint32_t g = 0; g < n_group; g++) {
         float *p = scores + (size_t)g * n_sc, *o = out + (size_t)g * hd;
         if (a->softcap > 0.0f)
-            softcap8(p, n_sc, a->softcap);
+            kern_softcap_avx2(p, n_sc, a->softcap);
         softmax8(p, n_sc);
         uint32_t d = 0;
         for (; d + 64 <= hd; d += 64)
@@ -287,6 +287,11 @@ void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
 void kern_geglu_avx2(float *g, const float *u, uint32_t n)
 {
     kern_geglu_portable(g, u, n);
+}
+
+void kern_softcap_avx2(float *x, uint32_t n, float cap)
+{
+    kern_softcap_portable(x, n, cap);
 }
 
 void kern_swiglu_avx2(float *g, const float *u, uint32_t n)

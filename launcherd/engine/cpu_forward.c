@@ -393,7 +393,8 @@ static void logits_phase(struct cpu_state *s, int tid, int nt)
               thread_gemm_scratch(s, tid));
     if (hp->final_softcap > 0.0f)
         for (j = 0; j < s->n_want; j++)
-            kern_softcap(s->logits + (size_t)j * hp->n_vocab + a, b - a, hp->final_softcap);
+            kern_softcap(s->isa, s->logits + (size_t)j * hp->n_vocab + a, b - a,
+                         hp->final_softcap);
 }
 
 void cpu_forward_thread(void *arg, int tid, int nt)

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Kernel dispatch (one switch per call, never per element), CPU detection,
- * and the row-local ops whose cost is small next to the GEMMs: RMSNorm,
- * RoPE (both pairings) and the final-logit soft-cap. Those are plain C
- * shared by every variant, so they cannot make the SIMD and portable
- * variants disagree beyond the GEMM/attention/SwiGLU/GeGLU rounding.
+ * and the row-local ops whose cost is small next to the GEMMs: RMSNorm and
+ * RoPE (both pairings). Those are plain C shared by every variant, so they
+ * cannot make the SIMD and portable variants disagree beyond the
+ * GEMM/attention/SwiGLU/GeGLU/soft-cap rounding.
  */
 #include "launcherd/engine/kernels.h"
 
@@ -125,11 +125,12 @@ void kern_rope_head(float *x, uint32_t rope_dim, int neox, const float *cs)
     }
 }
 
-void kern_softcap(float *x, uint32_t n, float cap)
+void kern_softcap(enum kern_isa isa, float *x, uint32_t n, float cap)
 {
-    float inv = 1.0f / cap;
-    for (uint32_t i = 0; i < n; i++)
-        x[i] = cap * tanhf(x[i] * inv);
+    if (isa == KERN_AVX2)
+        kern_softcap_avx2(x, n, cap);
+    else
+        kern_softcap_portable(x, n, cap);
 }
 
 void kern_swiglu(enum kern_isa isa, float *g, const float *u, uint32_t n)

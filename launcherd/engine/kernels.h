@@ -153,8 +153,12 @@ void kern_swiglu(enum kern_isa isa, float *g, const float *u, uint32_t n);
  */
 void kern_geglu(enum kern_isa isa, float *g, const float *u, uint32_t n);
 
-/* x[i] = cap * tanh(x[i] * (1 / cap)), n values (final-logit soft-cap); ISA-independent. */
-void kern_softcap(float *x, uint32_t n, float cap);
+/*
+ * x[i] = cap * tanh(x[i] * (1 / cap)), n values (the final-logit soft-cap,
+ * and the attention scores' inside kern_attention): the portable variant
+ * with libm's tanhf, the AVX2 one with its vector tanh (from its e^x).
+ */
+void kern_softcap(enum kern_isa isa, float *x, uint32_t n, float cap);
 
 /* --- variants, called through the dispatchers above ----------------------- */
 void kern_gemm_portable(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
@@ -171,6 +175,8 @@ void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
                          const float *q, float *scores, float *out);
 void kern_swiglu_portable(float *g, const float *u, uint32_t n);
 void kern_geglu_portable(float *g, const float *u, uint32_t n);
+void kern_softcap_portable(float *x, uint32_t n, float cap);
+void kern_softcap_avx2(float *x, uint32_t n, float cap);
 void kern_geglu_avx2(float *g, const float *u, uint32_t n);
 void kern_widen_row_portable(const struct kern_mat *w, uint32_t row, float *dst);
 void kern_widen_row_avx2(const struct kern_mat *w, uint32_t row, float *dst);

@@ -84,7 +84,7 @@ void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *ta
             scores[(size_t)g * n + t] = dot8(q + (size_t)g * hd, k, hd) * a->scale;
     }
     if (a->softcap > 0.0f)
-        kern_softcap(scores, n_group * n, a->softcap);
+        kern_softcap_portable(scores, n_group * n, a->softcap);
     for (uint32_t g = 0; g < n_group; g++) {
         float *s = scores + (size_t)g * n, mx = s[0], sum = 0.0f;
         for (uint32_t t = 1; t < n; t++)
@@ -123,4 +123,11 @@ void kern_geglu_portable(float *g, const float *u, uint32_t n)
         float x = g[i];
         g[i] = 0.5f * x * (1.0f + tanhf(c * x * (1.0f + a * x * x))) * u[i];
     }
+}
+
+void kern_softcap_portable(float *x, uint32_t n, float cap)
+{
+    float inv = 1.0f / cap;
+    for (uint32_t i = 0; i < n; i++)
+        x[i] = cap * tanhf(x[i] * inv);
 }
