@@ -178,7 +178,10 @@ static rs_err encode_fragment(rs_tokenizer *t, const char *s, size_t n)
     return bpe_encode(t, s, n);
 }
 
-/* Splits text at special tokens (leftmost-longest) and encodes the pieces in order. */
+/*
+ * Splits text at special tokens (leftmost-longest) and encodes the pieces in
+ * order; a token marked RSTRIP (phi3) drops the whitespace right after it.
+ */
 static rs_err encode_partitioned(rs_tokenizer *t, const char *text, size_t len, int any)
 {
     const struct special_trie *st = &t->v->special;
@@ -197,6 +200,9 @@ static rs_err encode_partitioned(rs_tokenizer *t, const char *text, size_t len, 
         if (rc != RS_OK)
             return rc;
         i += m;
+        if (t->v->attr[id] & VA_RSTRIP) /* isspace(), as llama.cpp's partitioner */
+            while (i < len && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r')))
+                i++;
         start = i;
     }
     return encode_fragment(t, text + start, len - start);

@@ -7,6 +7,7 @@
  */
 #include "common/vocab.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,6 +410,46 @@ static void finish(struct rs_vocab *v)
     }
 }
 
+/* Whether general.name, lower-cased, contains `needle` (lower case). */
+static int name_contains(const rs_gguf *g, const char *needle)
+{
+    struct rs_gguf_str s;
+    size_t n = strlen(needle);
+    if (rs_gguf_get_str(g, "general.name", &s) != RS_OK)
+        return 0;
+    for (size_t i = 0; i + n <= s.len; i++) {
+        size_t k = 0;
+        while (k < n && tolower((unsigned char)s.ptr[i + k]) == needle[k])
+            k++;
+        if (k == n)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * Phi-3's convention, as llama.cpp applies it by model name ("phi3" or
+ * "phi-3" in general.name): every control, user-defined and unknown token
+ * strips the whitespace that follows it in the text (so a chat template's
+ * "<|user|>\n" is one token), except <unk>, <s> and <|endoftext|>.
+ */
+static void name_attrs(struct rs_vocab *v, const rs_gguf *g)
+{
+    if (!name_contains(g, "phi3") && !name_contains(g, "phi-3"))
+        return;
+    for (uint32_t i = 0; i < v->n_tokens; i++)
+        if (v->type[i] == RS_TOKEN_CONTROL || v->type[i] == RS_TOKEN_USER_DEFINED ||
+            v->type[i] == RS_TOKEN_UNKNOWN)
+            v->attr[i] |= VA_RSTRIP;
+    int32_t id = find_text(v, "</s>");
+    if (id >= 0)
+        v->attr[id] |= VA_RSTRIP;
+    static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+    for (size_t k = 0; k < sizeof(keep) / sizeof(keep[0]); k++)
+        if ((id = find_text(v, keep[k])) >= 0)
+            v->attr[id] &= (uint8_t)~VA_RSTRIP;
+}
+
 /* The pre-tokenizer name: the override, the key, or "default" (BPE only). */
 static rs_err pre_name(const rs_gguf *g, const struct rs_vocab_opts *opts, char *buf, size_t len,
                        char *err, size_t err_len)
@@ -454,6 +495,7 @@ static rs_err load(struct rs_vocab *v, const rs_gguf *g, const struct rs_vocab_o
     read_specials(v, g, v->pretok ? rs_pretok_traits(v->pretok) : 0);
     find_eog(v);
     finish(v);
+    name_attrs(v, g);
     rc = special_build(&v->special, v);
     if (rc != RS_OK)
         return vocab_fail(err, err_len, rc, "out of memory building the special-token table");

@@ -8,8 +8,13 @@
  * detokenizer. A loaded vocab is immutable: every function here may be called
  * from any thread of any process that loaded it, concurrently.
  * Encoding text is in tokenizer.h; incremental decoding in detok.h.
+ * Conventions by family: SentencePiece vocabs (llama, gemma, phi3) default to
+ * a space prefix unless tokenizer.ggml.add_space_prefix says otherwise (gemma
+ * writes false); phi3's special tokens swallow the whitespace after them
+ * (llama.cpp's rule by general.name); byte-level BPE (qwen2, llama3, ...)
+ * takes its pre-tokenizer from tokenizer.ggml.pre.
  * Leaves out: WordPiece (bert), Unigram (t5) and RWKV vocabs, which llama
- * family models do not use; model-name-based lstrip/rstrip token attributes.
+ * family models do not use; other name-based attributes (jina's lstrip).
  */
 #ifndef RS_VOCAB_H
 #define RS_VOCAB_H

@@ -18,6 +18,7 @@
 #define VA_MERGEABLE 0x01u /* SPM: may result from a merge (normal, user-defined) */
 #define VA_SPECIAL 0x02u   /* piece is shown only when decoding with special tokens */
 #define VA_EOG 0x04u       /* ends generation */
+#define VA_RSTRIP 0x08u    /* matched in text, it swallows the whitespace after it (phi3) */
 
 /* Trie over the texts of control, unknown and user-defined tokens (leftmost-longest matching). */
 struct special_node {

@@ -33,7 +33,9 @@
 #define MAX_GEN (1u << 20)
 
 struct args {
-    const char *model, *prompt;
+    const char *model, *prompt, *prompt_ids, *logits_out;
+    int32_t *pids; /* --prompt-ids parsed (owned; the process exits with it) */
+    size_t n_pids;
     uint32_t n, block_size;
     int threads, isa, print_ids, seed_given;
     struct rs_sampling_params sp;
@@ -44,8 +46,12 @@ static void usage(FILE *f)
     fprintf(f, "usage: ringserve-generate -m MODEL.gguf [-p PROMPT] [-n N] [--temp T] [--seed S]\n"
                "         [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--threads N]\n"
                "         [--block-size B] [--isa auto|avx2|portable] [--ids]\n"
+               "         [--prompt-ids ID,ID,...] [--logits-out FILE]\n"
                "Generates N tokens (default 256) after the prompt (default: BOS alone) and\n"
                "prints the text (--ids: the token ids) on stdout; speed goes to stderr.\n"
+               "--prompt-ids: the prompt as token ids, used as given (no BOS added).\n"
+               "--logits-out: writes the logits after every prompt position, float32\n"
+               "little-endian, [n_prompt][n_vocab] row-major.\n"
                "--temp 0 is greedy (default 0.8). --seed defaults to the time (printed).\n");
 }
 
@@ -97,7 +103,8 @@ static int parse_float(const char *opt, const char *s, float *out)
     return 0;
 }
 
-enum { O_TEMP = 256, O_SEED, O_TOPK, O_TOPP, O_MINP, O_REP, O_THREADS, O_BS, O_IDS, O_ISA };
+enum { O_TEMP = 256, O_SEED, O_TOPK, O_TOPP, O_MINP, O_REP, O_THREADS, O_BS, O_IDS, O_ISA,
+       O_PIDS, O_LOUT };
 
 static int parse_isa(const char *s, int *isa)
 {
@@ -109,6 +116,29 @@ static int parse_isa(const char *s, int *isa)
         *isa = RS_MODEL_ISA_PORTABLE;
     else
         return bad("--isa", s, "must be auto, avx2 or portable");
+    return 0;
+}
+
+/* --prompt-ids: comma-separated non-negative ids (the vocab range is checked at load). */
+static int parse_id_list(const char *s, struct args *a)
+{
+    size_t n = 1;
+    for (const char *p = s; *p; p++)
+        n += *p == ',';
+    free(a->pids);
+    a->pids = malloc(n * sizeof(int32_t));
+    if (a->pids == NULL)
+        return errorf("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        long v = s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
+        if (v < 0 || errno != 0 || v > INT32_MAX || (*end != ',' && *end != '\0'))
+            return bad("--prompt-ids", s, "expected token ids separated by commas");
+        a->pids[i] = (int32_t)v;
+        s = end + (*end == ',');
+    }
+    a->n_pids = n;
     return 0;
 }
 
@@ -131,6 +161,8 @@ static int apply_opt(int c, const char *v, struct args *a)
     case O_BS: rc = parse_u64("--block-size", v, 1, 65536, &u), a->block_size = (uint32_t)u; break;
     case O_ISA: rc = parse_isa(v, &a->isa); break;
     case O_IDS: a->print_ids = 1; break;
+    case O_PIDS: a->prompt_ids = v, rc = parse_id_list(v, a); break;
+    case O_LOUT: a->logits_out = v; break;
     default: return -1;
     }
     return rc;
@@ -143,7 +175,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         {"temp", 1, 0, O_TEMP},     {"seed", 1, 0, O_SEED},         {"top-k", 1, 0, O_TOPK},
         {"top-p", 1, 0, O_TOPP},    {"min-p", 1, 0, O_MINP},        {"threads", 1, 0, O_THREADS},
         {"repeat-penalty", 1, 0, O_REP}, {"block-size", 1, 0, O_BS}, {"ids", 0, 0, O_IDS},
-        {"isa", 1, 0, O_ISA},       {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
+        {"isa", 1, 0, O_ISA},       {"prompt-ids", 1, 0, O_PIDS},   {"logits-out", 1, 0, O_LOUT},
+        {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
     memset(a, 0, sizeof(*a));
     a->n = 256;
     a->block_size = RS_KVCACHE_DEFAULT_BLOCK;
@@ -168,6 +201,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         return bad("argument", argv[optind], "unexpected (the prompt goes after -p)");
     if (a->model == NULL)
         return errorf("-m MODEL.gguf is required");
+    if (a->prompt != NULL && a->prompt_ids != NULL)
+        return errorf("-p and --prompt-ids exclude each other");
     char err[256];
     if (rs_sampling_params_validate(&a->sp, err, sizeof(err)) != RS_OK)
         return errorf("%s", err);
@@ -199,9 +234,27 @@ static void gen_fini(struct gen *g)
     free(g->logits);
 }
 
+/* --prompt-ids, used as given: each id must be below the model's vocab size. */
+static int use_prompt_ids(struct gen *g, const struct args *a)
+{
+    g->ids = malloc((a->n_pids + a->n) * sizeof(int32_t));
+    if (g->ids == NULL)
+        return errorf("out of memory");
+    for (size_t i = 0; i < a->n_pids; i++) {
+        if ((uint32_t)a->pids[i] >= g->n_vocab)
+            return errorf("--prompt-ids: id %d (item %zu) is not below the vocab size %u",
+                          a->pids[i], i + 1, g->n_vocab);
+        g->ids[i] = a->pids[i];
+    }
+    g->n_prompt = g->n_ids = a->n_pids;
+    return 0;
+}
+
 /* The prompt's ids (BOS as the vocab says), or BOS alone without a prompt. */
 static int tokenize_prompt(struct gen *g, const struct args *a)
 {
+    if (a->prompt_ids != NULL)
+        return use_prompt_ids(g, a);
     const char *text = a->prompt != NULL ? a->prompt : "";
     size_t need = 0, len = strlen(text);
     rs_err rc = rs_tokenizer_encode(g->tok, text, len, RS_TOKENIZE_ADD_SPECIAL, NULL, 0, &need);
@@ -267,6 +320,28 @@ static int feed(struct gen *g, size_t from, size_t to)
     }
     memcpy(g->logits, rs_model_logits(g->m, 0), g->n_vocab * sizeof(float));
     return 0;
+}
+
+/*
+ * --logits-out: the prompt one position per step, each step's logits
+ * appended to the file (float32 little-endian on the x86-64 and arm64 hosts
+ * we build for). By batch invariance they equal a one-shot prefill's bit for
+ * bit; the last row is left in g->logits for sampling.
+ */
+static int feed_with_logits(struct gen *g, const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        return errorf("--logits-out %s: %s", path, strerror(errno));
+    int rc = 0;
+    for (size_t p = 0; p < g->n_prompt && rc == 0; p++) {
+        rc = feed(g, p, p + 1);
+        if (rc == 0 && fwrite(g->logits, sizeof(float), g->n_vocab, f) != g->n_vocab)
+            rc = errorf("--logits-out %s: write failed", path);
+    }
+    if (fclose(f) != 0 && rc == 0)
+        rc = errorf("--logits-out %s: %s", path, strerror(errno));
+    return rc;
 }
 
 /* Prints one generated token: its id, or the text it completes. */
@@ -345,6 +420,7 @@ int main(int argc, char **argv)
     struct args a;
     if (parse_args(argc, argv, &a) != 0) {
         usage(stderr);
+        free(a.pids);
         return EXIT_USAGE;
     }
     if (!a.seed_given)
@@ -353,7 +429,7 @@ int main(int argc, char **argv)
     int rc = gen_init(&g, &a);
     uint64_t t0 = rs_clock_ns();
     if (rc == 0)
-        rc = feed(&g, 0, g.n_prompt);
+        rc = a.logits_out != NULL ? feed_with_logits(&g, a.logits_out) : feed(&g, 0, g.n_prompt);
     double prompt_s = (double)(rs_clock_ns() - t0) * 1e-9, gen_s = 0;
     if (rc == 0)
         rc = generate(&g, &a, &gen_s);
@@ -366,5 +442,6 @@ int main(int argc, char **argv)
                 (unsigned long long)a.sp.seed);
     }
     gen_fini(&g);
+    free(a.pids);
     return rc == 0 ? 0 : 1;
 }

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ringserve-mkmodel: writes random-weight llama GGUFs of a given shape and
- * weight type (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, or the Q4_K_M/Q5_K_M mixes), so tests and benchmarks can make models of
- * any size on a machine that has none, and converts an existing GGUF's weight
- * matrices to another of those types. The vocab is copied from a given GGUF,
+ * ringserve-mkmodel: writes random-weight GGUFs of any architecture the
+ * engine serves (llama, qwen2, qwen3, gemma2, gemma3, phi3: the tensors and
+ * keys llama.cpp's converters write for each), of a given shape and weight
+ * type (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, or the Q4_K_M/Q5_K_M mixes),
+ * so tests and benchmarks can make models of any size on a machine that has
+ * none, and converts an existing GGUF's weight matrices to another of those
+ * types. The vocab is copied from a given GGUF,
  * or is a byte-level one of its own (see tools/README.md for its exact ids).
  * Leaves out: K-quants, importance matrices, and streaming output (the
  * converted or generated tensors are held in memory until the file is written).
@@ -39,9 +42,50 @@ enum {
 /* Token types as in llama.cpp's llama_token_type / the GGUF token_type array. */
 enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_UNUSED = 5, TOKEN_BYTE = 6 };
 
+/*
+ * What each architecture's GGUF holds beyond llama's, as llama.cpp's
+ * convert_hf_to_gguf.py writes it (tools/README.md lists the tensors and keys).
+ * Kept apart from the engine's own table (launcherd/engine/arch.c) on purpose:
+ * the writer and the reader are two statements of the format, so a mistake in
+ * one shows as a failed load or a failed reference test.
+ */
+#define MK_QKV_BIAS 0x001u  /* blk.N.attn_{q,k,v}.bias */
+#define MK_QK_NORM 0x002u   /* blk.N.attn_{q,k}_norm.weight */
+#define MK_POST_NORM 0x004u /* blk.N.post_attention_norm, post_ffw_norm */
+#define MK_FUSED 0x008u     /* attn_qkv and a double-width ffn_up, no q/k/v/gate */
+#define MK_NO_OUTPUT 0x010u /* never an output.weight (always tied) */
+#define MK_OUTPUT 0x020u    /* always an output.weight (--tied refused) */
+#define MK_ROPE_DIM 0x040u  /* writes rope.dimension_count */
+#define MK_HEAD_LEN 0x080u  /* writes attention.key_length / value_length */
+#define MK_VOCAB_KEY 0x100u /* writes <arch>.vocab_size */
+#define MK_SOFTCAP 0x200u   /* writes attn_logit_softcapping / final_logit_softcapping */
+#define MK_SWA 0x400u       /* writes attention.sliding_window */
+#define MK_ORIG_CTX 0x800u  /* writes rope.scaling.original_context_length */
+
+struct mk_arch {
+    const char *name;
+    unsigned flags;
+    float eps;         /* attention.layer_norm_rms_epsilon */
+    long swa_default;  /* attention.sliding_window unless --swa */
+    float rope_base;   /* rope.freq_base unless --rope-base */
+};
+
+static const struct mk_arch ARCHS[] = {
+    {"llama", MK_ROPE_DIM | MK_VOCAB_KEY, 1e-5f, 0, 10000.0f},
+    {"qwen2", MK_QKV_BIAS, 1e-6f, 0, 1000000.0f},
+    {"qwen3", MK_QK_NORM | MK_HEAD_LEN, 1e-6f, 0, 1000000.0f},
+    {"gemma2", MK_POST_NORM | MK_NO_OUTPUT | MK_HEAD_LEN | MK_SOFTCAP | MK_SWA, 1e-6f, 4096,
+     10000.0f},
+    {"gemma3", MK_QK_NORM | MK_POST_NORM | MK_HEAD_LEN | MK_SWA, 1e-6f, 1024, 1000000.0f},
+    {"phi3", MK_FUSED | MK_OUTPUT | MK_ROPE_DIM | MK_SWA | MK_ORIG_CTX, 1e-5f, 2047, 10000.0f},
+};
+#define N_ARCHS (sizeof(ARCHS) / sizeof(ARCHS[0]))
+
 struct opts {
     const char *out, *convert, *vocab_from;
-    long dim, layers, heads, kv_heads, ffn, vocab, ctx;
+    const struct mk_arch *arch;
+    long dim, layers, heads, kv_heads, ffn, vocab, ctx, head_dim, swa;
+    float norm_std, softcap_attn, softcap_final;
     int tied, vocab_only;
     float rope_base;
     unsigned long long seed;
@@ -70,13 +114,21 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ringserve-mkmodel -o OUT.gguf --dim D --layers L --heads H [--kv-heads K]\n"
-            "                         --ffn F --vocab V [--ctx C]\n"
+            "                         --ffn F --vocab V [--ctx C] [--arch NAME]\n"
+            "                         [--head-dim D] [--swa W] [--softcap ATTN,FINAL]\n"
+            "                         [--norm-std S]\n"
             "                         [--type f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q5_k|q5_k_m|q6_k]\n"
             "                         [--tied] [--rope-base B] [--vocab-from FILE.gguf]\n"
             "                         [--seed S] [--vocab-only] [--threads N]\n"
             "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type TYPE [--threads N]\n"
             "--threads: quantizing threads (default: every online CPU; same bytes either way).\n"
-            "Random weights: approximately normal, std %.2f, from --seed (default 0); norms 1.\n"
+            "--arch: llama (default), qwen2, qwen3, gemma2, gemma3 or phi3: the tensors and\n"
+            "keys llama.cpp expects for it. --head-dim: attention.key_length (default\n"
+            "dim / heads). --swa: the sliding window (gemma2 4096, gemma3 1024, phi3 2047).\n"
+            "--softcap: gemma2's attention and final logit soft-caps (default 50,30).\n"
+            "--rope-base defaults to the family's usual base (1e6 for qwen2/qwen3/gemma3).\n"
+            "Random weights: approximately normal, std %.2f, from --seed (default 0); norms 1,\n"
+            "or 1 + N(0, S) with --norm-std S; biases std 0.1.\n"
             "--vocab may be omitted with --vocab-from (it must then equal that vocab's size).\n"
             "--vocab-only writes the metadata and vocab but no tensors (for tokenizer tests).\n"
             "Without --vocab-from: 256 byte tokens, <s>, </s>, then <unused_N> up to --vocab.\n",
@@ -141,7 +193,8 @@ static uint32_t file_type_of(const struct opts *o)
 
 enum {
     OPT_DIM = 256, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS, OPT_FFN, OPT_VOCAB, OPT_CTX, OPT_TYPE,
-    OPT_TIED, OPT_ROPE_BASE, OPT_VOCAB_FROM, OPT_SEED, OPT_CONVERT, OPT_VOCAB_ONLY, OPT_THREADS
+    OPT_TIED, OPT_ROPE_BASE, OPT_VOCAB_FROM, OPT_SEED, OPT_CONVERT, OPT_VOCAB_ONLY, OPT_THREADS,
+    OPT_ARCH, OPT_HEAD_DIM, OPT_SWA, OPT_SOFTCAP, OPT_NORM_STD
 };
 
 /* Numeric shape options: option id, flag name, field, minimum, maximum. */
@@ -156,7 +209,35 @@ static long *shape_field(struct opts *o, int id, const char **name, long *max)
     case OPT_FFN: *name = "--ffn"; return &o->ffn;
     case OPT_VOCAB: *name = "--vocab"; *max = 1 << 24; return &o->vocab;
     case OPT_CTX: *name = "--ctx"; *max = 1 << 24; return &o->ctx;
+    case OPT_HEAD_DIM: *name = "--head-dim"; *max = 1024; return &o->head_dim;
+    case OPT_SWA: *name = "--swa"; *max = 1 << 24; return &o->swa;
     default: return NULL;
+    }
+}
+
+/* The architecture options: --arch, --softcap, --norm-std. */
+static int parse_arch_opt(struct opts *o, int id, const char *arg)
+{
+    char *end;
+    o->shape_given = 1;
+    switch (id) {
+    case OPT_ARCH:
+        for (size_t i = 0; i < N_ARCHS; i++)
+            if (strcmp(arg, ARCHS[i].name) == 0)
+                return o->arch = &ARCHS[i], 0;
+        return bad_arg("--arch '%s': expected llama, qwen2, qwen3, gemma2, gemma3 or phi3", arg);
+    case OPT_SOFTCAP:
+        if (sscanf(arg, "%f,%f", &o->softcap_attn, &o->softcap_final) != 2 ||
+            !(o->softcap_attn > 0) || !(o->softcap_final > 0) || !isfinite(o->softcap_attn) ||
+            !isfinite(o->softcap_final))
+            return bad_arg("--softcap '%s': expected two positive numbers ATTN,FINAL", arg);
+        return 0;
+    case OPT_NORM_STD:
+        o->norm_std = strtof(arg, &end);
+        if (end == arg || *end != '\0' || !isfinite(o->norm_std) || o->norm_std < 0)
+            return bad_arg("--norm-std '%s': expected a finite number >= 0", arg);
+        return 0;
+    default: return EXIT_USAGE;
     }
 }
 
@@ -199,7 +280,7 @@ static int parse_opt(struct opts *o, int id, const char *arg)
         if (!parse_long(arg, 1, MAX_THREADS, &o->threads))
             return bad_arg("--threads '%s': expected an integer in 1..256", arg);
         return 0;
-    default: return EXIT_USAGE;
+    default: return parse_arch_opt(o, id, arg);
     }
 }
 
@@ -210,10 +291,14 @@ static int check_shape(const struct opts *o)
         return bad_arg("%s", "--dim, --layers, --heads and --ffn are required");
     if (o->vocab == 0 && o->vocab_from == NULL)
         return bad_arg("%s", "--vocab is required unless --vocab-from is given");
-    if (o->dim % o->heads != 0)
-        return bad_arg("%s", "--dim must be a multiple of --heads");
-    if ((o->dim / o->heads) % 2 != 0)
-        return bad_arg("%s", "the head dimension (--dim / --heads) must be even for RoPE");
+    if (o->head_dim == 0 && o->dim % o->heads != 0)
+        return bad_arg("%s", "--dim must be a multiple of --heads (or give --head-dim)");
+    if ((o->head_dim ? o->head_dim : o->dim / o->heads) % 2 != 0)
+        return bad_arg("%s", "the head dimension (--head-dim, or --dim / --heads) must be even");
+    if (o->tied && (o->arch->flags & MK_OUTPUT))
+        return bad_arg("%s", "--tied: this architecture always has output.weight");
+    if (o->swa != 0 && !(o->arch->flags & MK_SWA))
+        return bad_arg("%s", "--swa: this architecture has no sliding window");
     if (o->kv_heads > o->heads || o->heads % o->kv_heads != 0)
         return bad_arg("%s", "--heads must be a multiple of --kv-heads");
     if (o->vocab != 0 && o->vocab < BYTE_VOCAB && o->vocab_from == NULL)
@@ -234,9 +319,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"vocab-from", 1, 0, OPT_VOCAB_FROM}, {"seed", 1, 0, OPT_SEED},
         {"convert", 1, 0, OPT_CONVERT}, {"vocab-only", 0, 0, OPT_VOCAB_ONLY},
         {"threads", 1, 0, OPT_THREADS},
+        {"arch", 1, 0, OPT_ARCH},     {"head-dim", 1, 0, OPT_HEAD_DIM},
+        {"swa", 1, 0, OPT_SWA},       {"softcap", 1, 0, OPT_SOFTCAP},
+        {"norm-std", 1, 0, OPT_NORM_STD},
         {"output", 1, 0, 'o'},
         {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
-    *o = (struct opts){.ctx = 2048, .rope_base = 10000.0f, .type = RS_GGML_F32};
+    *o = (struct opts){.ctx = 2048, .type = RS_GGML_F32,
+                       .arch = &ARCHS[0], .softcap_attn = 50.0f, .softcap_final = 30.0f};
     int c, rc;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
@@ -259,6 +348,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
         return o->shape_given ? bad_arg("%s", "--convert takes only -o and --type") : 0;
     if (o->kv_heads == 0)
         o->kv_heads = o->heads;
+    if (o->swa == 0)
+        o->swa = o->arch->swa_default;
+    if (o->rope_base == 0.0f)
+        o->rope_base = o->arch->rope_base;
     return check_shape(o);
 }
 
@@ -424,21 +517,27 @@ static void *encode_rows(float *f32, enum rs_ggml_type type, uint64_t ne0, uint6
     return buf;
 }
 
-/* One generated tensor: random matrix, or a norm vector of ones. */
+/*
+ * One generated tensor: a random matrix; or (ne1 == 0) a vector: a bias
+ * (name ends in ".bias", std 0.1) or a norm (ones, or 1 + N(0, --norm-std)).
+ */
 static int gen_tensor(struct tensor_list *l, const struct opts *o, const char *name,
                       uint64_t ne0, uint64_t ne1)
 {
-    int is_norm = ne1 == 0;
-    struct out_tensor *t = list_add(l, name, is_norm ? 1 : 2, ne0, is_norm ? 1 : ne1);
+    int is_vec = ne1 == 0;
+    size_t nl = strlen(name);
+    int is_bias = nl > 5 && strcmp(name + nl - 5, ".bias") == 0;
+    struct out_tensor *t = list_add(l, name, is_vec ? 1 : 2, ne0, is_vec ? 1 : ne1);
     if (t == NULL)
         return -1;
     uint64_t n = ne0 * t->ne[1];
     float *f = malloc(n * sizeof(float));
     if (f == NULL)
         return -1;
-    if (is_norm) {
-        for (uint64_t i = 0; i < n; i++)
-            f[i] = 1.0f;
+    if (is_vec) {
+        fill_random(f, n, o->seed, l->n - 1, is_bias ? 0.1f : o->norm_std);
+        for (uint64_t i = 0; !is_bias && i < n; i++)
+            f[i] += 1.0f;
         t->type = RS_GGML_F32;
     } else {
         fill_random(f, n, o->seed, l->n - 1, WEIGHT_STD);
@@ -449,27 +548,63 @@ static int gen_tensor(struct tensor_list *l, const struct opts *o, const char *n
     return t->owned != NULL ? 0 : -1;
 }
 
-/* Every tensor of the model, named and shaped as llama.cpp's llama GGUFs. */
+/* The head dimension: --head-dim, or dim / heads. */
+static uint64_t head_dim_of(const struct opts *o)
+{
+    return (uint64_t)(o->head_dim ? o->head_dim : o->dim / o->heads);
+}
+
+/* One block's tensors for the architecture, named and shaped as llama.cpp reads them. */
+static int gen_block(struct tensor_list *l, const struct opts *o, long b)
+{
+    unsigned fl = o->arch->flags;
+    uint64_t d = (uint64_t)o->dim, f = (uint64_t)o->ffn, hd = head_dim_of(o);
+    uint64_t qd = hd * (uint64_t)o->heads, kv = hd * (uint64_t)o->kv_heads;
+    const struct {
+        const char *part;
+        unsigned need, skip; /* written when (flags & need) == need and !(flags & skip) */
+        uint64_t ne0, ne1;   /* ne1 0: a vector */
+    } parts[] = {
+        {"attn_norm.weight", 0, 0, d, 0},
+        {"attn_qkv.weight", MK_FUSED, 0, d, qd + 2 * kv},
+        {"attn_q.weight", 0, MK_FUSED, d, qd},
+        {"attn_k.weight", 0, MK_FUSED, d, kv},
+        {"attn_v.weight", 0, MK_FUSED, d, kv},
+        {"attn_q.bias", MK_QKV_BIAS, 0, qd, 0},
+        {"attn_k.bias", MK_QKV_BIAS, 0, kv, 0},
+        {"attn_v.bias", MK_QKV_BIAS, 0, kv, 0},
+        {"attn_q_norm.weight", MK_QK_NORM, 0, hd, 0},
+        {"attn_k_norm.weight", MK_QK_NORM, 0, hd, 0},
+        {"attn_output.weight", 0, 0, qd, d},
+        {"post_attention_norm.weight", MK_POST_NORM, 0, d, 0},
+        {"ffn_norm.weight", 0, 0, d, 0},
+        {"ffn_gate.weight", 0, MK_FUSED, d, f},
+        {"ffn_up.weight", 0, MK_FUSED, d, f},
+        {"ffn_up.weight", MK_FUSED, 0, d, 2 * f}, /* [gate | up] */
+        {"ffn_down.weight", 0, 0, f, d},
+        {"post_ffw_norm.weight", MK_POST_NORM, 0, d, 0},
+    };
+    int rc = 0;
+    for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]) && rc == 0; p++) {
+        if ((fl & parts[p].need) != parts[p].need || (fl & parts[p].skip))
+            continue;
+        char name[RS_GGUF_MAX_NAME + 1];
+        snprintf(name, sizeof(name), "blk.%ld.%s", b, parts[p].part);
+        rc |= gen_tensor(l, o, name, parts[p].ne0, parts[p].ne1);
+    }
+    return rc;
+}
+
+/* Every tensor of the model, named and shaped as llama.cpp's GGUFs of the architecture. */
 static int gen_tensors(struct tensor_list *l, const struct opts *o, uint64_t n_vocab)
 {
-    uint64_t d = (uint64_t)o->dim, f = (uint64_t)o->ffn;
-    uint64_t kv = d / (uint64_t)o->heads * (uint64_t)o->kv_heads;
+    uint64_t d = (uint64_t)o->dim;
     int rc = gen_tensor(l, o, "token_embd.weight", d, n_vocab) |
              gen_tensor(l, o, "output_norm.weight", d, 0);
-    if (!o->tied)
+    if (!o->tied && !(o->arch->flags & MK_NO_OUTPUT))
         rc |= gen_tensor(l, o, "output.weight", d, n_vocab);
-    for (long b = 0; b < o->layers && rc == 0; b++) {
-        static const char *const parts[] = {"attn_norm", "attn_q", "attn_k", "attn_v",
-                                            "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
-                                            "ffn_down"};
-        const uint64_t shape[][2] = {{d, 0}, {d, d}, {d, kv}, {d, kv}, {d, d},
-                                     {d, 0}, {d, f}, {d, f}, {f, d}};
-        for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]) && rc == 0; p++) {
-            char name[RS_GGUF_MAX_NAME + 1];
-            snprintf(name, sizeof(name), "blk.%ld.%s.weight", b, parts[p]);
-            rc |= gen_tensor(l, o, name, shape[p][0], shape[p][1]);
-        }
-    }
+    for (long b = 0; b < o->layers && rc == 0; b++)
+        rc |= gen_block(l, o, b);
     return rc;
 }
 
@@ -542,30 +677,69 @@ static int copy_vocab(rs_gguf_writer *w, const rs_gguf *src, const char *path, u
 
 /* --- generate ---------------------------------------------------------------- */
 
+/* <arch>.<key> = v (u32). */
+static rs_err set_arch_u32(rs_gguf_writer *w, const struct opts *o, const char *key, uint64_t v)
+{
+    char full[128];
+    snprintf(full, sizeof(full), "%s.%s", o->arch->name, key);
+    return rs_gguf_writer_set_u32(w, full, (uint32_t)v);
+}
+
+static rs_err set_arch_f32(rs_gguf_writer *w, const struct opts *o, const char *key, float v)
+{
+    char full[128];
+    snprintf(full, sizeof(full), "%s.%s", o->arch->name, key);
+    return rs_gguf_writer_set_f32(w, full, v);
+}
+
+/* The keys the architecture's converter writes beyond the common ones. */
+static rs_err set_arch_keys(rs_gguf_writer *w, const struct opts *o, uint64_t n_vocab)
+{
+    unsigned fl = o->arch->flags;
+    uint64_t hd = head_dim_of(o);
+    rs_err rc = RS_OK;
+    if ((fl & MK_ROPE_DIM) && rc == RS_OK)
+        rc = set_arch_u32(w, o, "rope.dimension_count", hd);
+    if (((fl & MK_HEAD_LEN) || o->head_dim != 0) && rc == RS_OK)
+        rc = set_arch_u32(w, o, "attention.key_length", hd);
+    if (((fl & MK_HEAD_LEN) || o->head_dim != 0) && rc == RS_OK)
+        rc = set_arch_u32(w, o, "attention.value_length", hd);
+    if ((fl & MK_VOCAB_KEY) && rc == RS_OK)
+        rc = set_arch_u32(w, o, "vocab_size", n_vocab);
+    if ((fl & MK_SWA) && rc == RS_OK)
+        rc = set_arch_u32(w, o, "attention.sliding_window", (uint64_t)o->swa);
+    if ((fl & MK_ORIG_CTX) && rc == RS_OK)
+        rc = set_arch_u32(w, o, "rope.scaling.original_context_length", (uint64_t)o->ctx);
+    if ((fl & MK_SOFTCAP) && rc == RS_OK)
+        rc = set_arch_f32(w, o, "attn_logit_softcapping", o->softcap_attn);
+    if ((fl & MK_SOFTCAP) && rc == RS_OK)
+        rc = set_arch_f32(w, o, "final_logit_softcapping", o->softcap_final);
+    return rc;
+}
+
 static rs_err set_hparams(rs_gguf_writer *w, const struct opts *o, uint64_t n_vocab)
 {
     const struct {
         const char *key;
         uint64_t v;
-    } u32s[] = {{"general.file_type", file_type_of(o)},
-                {"llama.context_length", (uint64_t)o->ctx},
-                {"llama.embedding_length", (uint64_t)o->dim},
-                {"llama.block_count", (uint64_t)o->layers},
-                {"llama.feed_forward_length", (uint64_t)o->ffn},
-                {"llama.attention.head_count", (uint64_t)o->heads},
-                {"llama.attention.head_count_kv", (uint64_t)o->kv_heads},
-                {"llama.rope.dimension_count", (uint64_t)(o->dim / o->heads)},
-                {"llama.vocab_size", n_vocab}};
-    rs_err rc = rs_gguf_writer_set_str(w, "general.architecture", "llama");
+    } u32s[] = {{"context_length", (uint64_t)o->ctx},
+                {"embedding_length", (uint64_t)o->dim},
+                {"block_count", (uint64_t)o->layers},
+                {"feed_forward_length", (uint64_t)o->ffn},
+                {"attention.head_count", (uint64_t)o->heads},
+                {"attention.head_count_kv", (uint64_t)o->kv_heads}};
+    rs_err rc = rs_gguf_writer_set_str(w, "general.architecture", o->arch->name);
     if (rc == RS_OK)
         rc = rs_gguf_writer_set_str(w, "general.name", "ringserve-mkmodel random weights");
+    if (rc == RS_OK)
+        rc = rs_gguf_writer_set_u32(w, "general.file_type", file_type_of(o));
     for (size_t i = 0; i < sizeof(u32s) / sizeof(u32s[0]) && rc == RS_OK; i++)
-        rc = rs_gguf_writer_set_u32(w, u32s[i].key, (uint32_t)u32s[i].v);
+        rc = set_arch_u32(w, o, u32s[i].key, u32s[i].v);
     if (rc == RS_OK)
-        rc = rs_gguf_writer_set_f32(w, "llama.rope.freq_base", o->rope_base);
+        rc = set_arch_f32(w, o, "rope.freq_base", o->rope_base);
     if (rc == RS_OK)
-        rc = rs_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    return rc;
+        rc = set_arch_f32(w, o, "attention.layer_norm_rms_epsilon", o->arch->eps);
+    return rc == RS_OK ? set_arch_keys(w, o, n_vocab) : rc;
 }
 
 static int add_all(rs_gguf_writer *w, const struct tensor_list *l)
@@ -698,7 +872,11 @@ static int convert(const struct opts *o, double t0)
     if (rs_gguf_writer_set_u32(w, "general.file_type", file_type_of(o)) != RS_OK)
         goto out;
     uint32_t n_layers = 0; /* only q4_k_m needs it; absent, no layer gets the extra bits */
-    rs_gguf_get_u32(src, "llama.block_count", &n_layers);
+    struct rs_gguf_str arch = {"llama", 5};
+    char key[96];
+    rs_gguf_get_str(src, "general.architecture", &arch);
+    snprintf(key, sizeof(key), "%.*s.block_count", (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    rs_gguf_get_u32(src, key, &n_layers);
     for (uint64_t i = 0; i < rs_gguf_n_tensors(src); i++) {
         const struct rs_gguf_tensor *t = rs_gguf_tensor(src, i);
         if (convert_tensor(&l, t, wanted_type(o, t->name, (long)n_layers), o->threads) != 0)

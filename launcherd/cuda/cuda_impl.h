@@ -66,29 +66,57 @@ struct cu_kv_layer {
 
 /* --- kernels (k_*.cu); each returns cudaGetLastError() of its launch ------------------ */
 
-/* x[r] = row tok[r] of the embedding matrix, widened to F32 (dim = e->cols). */
-cudaError_t cu_embed(const struct cu_mat *e, const struct cu_rows *r, float *x, cudaStream_t s);
+/* x[r] = row tok[r] of the embedding matrix, widened to F32, times scale (dim = e->cols). */
+cudaError_t cu_embed(const struct cu_mat *e, const struct cu_rows *r, float scale, float *x,
+                     cudaStream_t s);
 
 /* out[r] = w * x[r] / sqrt(mean(x[r]^2) + eps); src row of output r is rows[r] when rows != NULL.
  */
 cudaError_t cu_rmsnorm(const float *x, const float *w, uint32_t n_rows, uint32_t dim, float eps,
                        const uint32_t *rows, float *out, cudaStream_t s);
 
-/* RoPE on q (n_heads) and k (n_kv_heads) of every row, llama.cpp "normal" pairs. */
-cudaError_t cu_rope(float *q, float *k, const struct cu_rows *r, uint32_t n_heads,
-                    uint32_t n_kv_heads, uint32_t head_dim, uint32_t rope_dim, float base,
-                    float pos_scale, const float *freq_factors, cudaStream_t s);
+/* x[r] += w * t[r] / sqrt(mean(t[r]^2) + eps): a sublayer's output, post-normed, into the residual. */
+cudaError_t cu_rmsnorm_add(const float *t, const float *w, uint32_t n_rows, uint32_t dim,
+                           float eps, float *x, cudaStream_t s);
+
+/*
+ * What finishing Q and K after their GEMMs takes: biases (NULL: none; bv is
+ * added to V), per-head RMSNorm weights (NULL: none), and RoPE of the first
+ * rope_dim dims of each head, pairs (2i, 2i+1) or (i, i + rope_dim/2) (neox),
+ * angles pos * pos_scale * base^(-2i/rope_dim) / ff[i] in double.
+ */
+struct cu_qk {
+    const float *bq, *bk, *bv, *q_norm, *k_norm, *ff;
+    uint32_t n_heads, n_kv_heads, head_dim, rope_dim;
+    int neox;
+    float base, pos_scale, eps;
+};
+
+/* Finishes q (n_heads) and k (n_kv_heads) of every row in place; adds bv to v. */
+cudaError_t cu_qk_finish(float *q, float *k, float *v, const struct cu_rows *r,
+                         const struct cu_qk *a, cudaStream_t s);
 
 /* Writes each row's k and v (n_kv_heads * head_dim) into its cache slot. */
 cudaError_t cu_kv_store(const float *k, const float *v, const struct cu_rows *r,
                         const struct cu_kv_layer *kv, cudaStream_t s);
 
-/* Causal paged attention: out[r, head h] over positions 0..pos[r] of the row's sequence. */
+/*
+ * Causal paged attention: out[r, head h] over positions 0..pos[r] of the
+ * row's sequence, or only the last `window` of them (window 0: all); scores
+ * are scale * q.k, then softcap * tanh(s / softcap) when softcap > 0.
+ */
 cudaError_t cu_attention(const float *q, const struct cu_rows *r, const struct cu_kv_layer *kv,
-                         uint32_t n_heads, float scale, float *out, cudaStream_t s);
+                         uint32_t n_heads, float scale, uint32_t window, float softcap,
+                         float *out, cudaStream_t s);
 
 /* g[i] = silu(g[i]) * u[i] over n values. */
 cudaError_t cu_swiglu(float *g, const float *u, size_t n, cudaStream_t s);
+
+/* g[i] = gelu(g[i]) * u[i] over n values, the tanh GELU as the CPU's portable kernel. */
+cudaError_t cu_geglu(float *g, const float *u, size_t n, cudaStream_t s);
+
+/* x[i] = cap * tanh(x[i] / cap) over n values (the final-logit soft-cap). */
+cudaError_t cu_softcap(float *x, size_t n, float cap, cudaStream_t s);
 
 /* dst = src rounded to F16 (to_bf16 0) or BF16 (1), n values. */
 cudaError_t cu_to_half(const float *src, void *dst, size_t n, int to_bf16, cudaStream_t s);

@@ -20,6 +20,10 @@
 
 struct cu_layer {
     const float *attn_norm, *ffn_norm; /* device, dim */
+    const float *bq, *bk, *bv;         /* device biases, or NULL (llama_layer's) */
+    const float *q_norm, *k_norm;      /* device, head_dim, or NULL */
+    const float *post_attn, *post_ffn; /* device, dim, or NULL */
+    int local;                         /* sliding window and the local RoPE */
     struct cu_mat wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 

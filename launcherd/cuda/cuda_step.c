@@ -9,11 +9,13 @@
  * caller may release the ring slot at once; the forward pass itself runs on
  * asynchronously until sync. Decode steps (one token per sequence, all
  * wanting logits) replay a CUDA graph captured once per batch size.
- * Per layer, as the CPU backend: norm | Q,K,V GEMMs | RoPE | K/V to the
- * cache | paged attention | x += att Wo | norm | gate, up | SwiGLU |
- * x += h Wdown; then the wanted rows' final norm and the output GEMM.
+ * Per layer, as the CPU backend: norm | Q,K,V GEMMs | biases, q/k norms,
+ * RoPE | K/V to the cache | paged attention (window, soft-cap) | x +=
+ * [norm](att Wo) | norm | gate, up | SwiGLU or GeGLU | x += [norm](h Wdown);
+ * then the wanted rows' final norm, the output GEMM and the final soft-cap.
+ * Everything per-architecture comes from the resolved hyperparameters and
+ * the layer's pointers (NULL: the step does not apply).
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,6 +167,36 @@ static int pack_inputs(struct cu_state *s, const struct rs_model_seq *seqs, uint
     return contiguous;
 }
 
+/*
+ * The Q/K finishing step of layer l: its biases and norms, and its RoPE: a
+ * local layer rotates with the local base and scale (no frequency factors)
+ * when they differ from the global ones, as the CPU's second table.
+ */
+static struct cu_qk qk_args(const struct cu_state *s, const struct cu_layer *l)
+{
+    const struct rs_model_hparams *hp = &s->hp;
+    int own = l->local && (hp->local_rope_base != hp->rope_freq_base ||
+                           hp->local_rope_scale != hp->rope_scale);
+    struct cu_qk a = {l->bq, l->bk, l->bv, l->q_norm, l->k_norm,
+                      own ? NULL : s->rope_freqs, hp->n_heads, hp->n_kv_heads,
+                      hp->head_dim, hp->rope_dim, hp->rope_neox,
+                      own ? hp->local_rope_base : hp->rope_freq_base,
+                      1.0f / (own ? hp->local_rope_scale : hp->rope_scale), hp->rms_eps};
+    return a;
+}
+
+/* y = in W^T added to x, or (post norm) normalized first: x += norm(in W^T) * post. */
+static rs_err out_gemm(struct cu_state *s, const struct cu_mat *w, const float *in,
+                       const float *post, uint32_t n)
+{
+    if (post == NULL)
+        return cu_gemm(s, w, in, n, s->x, s->hp.dim, 1);
+    rs_err rc = cu_gemm(s, w, in, n, s->xn, s->hp.dim, 0);
+    if (rc == RS_OK)
+        RS_CUDA_CHECK(cu_rmsnorm_add(s->xn, post, n, s->hp.dim, s->hp.rms_eps, s->x, s->stream));
+    return rc;
+}
+
 static rs_err layer_forward(struct cu_state *s, struct cu_kv *kv, uint32_t il)
 {
     const struct rs_model_hparams *hp = &s->hp;
@@ -177,31 +209,35 @@ static rs_err layer_forward(struct cu_state *s, struct cu_kv *kv, uint32_t il)
                              kv->block_size,
                              hp->head_dim,
                              hp->n_kv_heads};
+    struct cu_qk qk = qk_args(s, l);
     rs_err rc;
     RS_CUDA_CHECK(cu_rmsnorm(s->x, l->attn_norm, n, hp->dim, hp->rms_eps, NULL, s->xn, s->stream));
     if ((rc = cu_gemm(s, &l->wq, s->xn, n, s->q, qd, 0)) != RS_OK ||
         (rc = cu_gemm(s, &l->wk, s->xn, n, s->k, kvd, 0)) != RS_OK ||
         (rc = cu_gemm(s, &l->wv, s->xn, n, s->v, kvd, 0)) != RS_OK)
         return rc;
-    RS_CUDA_CHECK(cu_rope(s->q, s->k, r, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->rope_dim,
-                          hp->rope_freq_base, 1.0f / hp->rope_scale, s->rope_freqs, s->stream));
+    RS_CUDA_CHECK(cu_qk_finish(s->q, s->k, s->v, r, &qk, s->stream));
     RS_CUDA_CHECK(cu_kv_store(s->k, s->v, r, &kl, s->stream));
-    RS_CUDA_CHECK(cu_attention(s->q, r, &kl, hp->n_heads, 1.0f / sqrtf((float)hp->head_dim), s->att,
+    RS_CUDA_CHECK(cu_attention(s->q, r, &kl, hp->n_heads, hp->attn_scale,
+                               l->local ? hp->swa_window : 0, hp->attn_softcap, s->att,
                                s->stream));
-    if ((rc = cu_gemm(s, &l->wo, s->att, n, s->x, hp->dim, 1)) != RS_OK)
+    if ((rc = out_gemm(s, &l->wo, s->att, l->post_attn, n)) != RS_OK)
         return rc;
     RS_CUDA_CHECK(cu_rmsnorm(s->x, l->ffn_norm, n, hp->dim, hp->rms_eps, NULL, s->xn, s->stream));
     if ((rc = cu_gemm(s, &l->w_gate, s->xn, n, s->gate, hp->ffn_dim, 0)) != RS_OK ||
         (rc = cu_gemm(s, &l->w_up, s->xn, n, s->up, hp->ffn_dim, 0)) != RS_OK)
         return rc;
-    RS_CUDA_CHECK(cu_swiglu(s->gate, s->up, (size_t)n * hp->ffn_dim, s->stream));
-    return cu_gemm(s, &l->w_down, s->gate, n, s->x, hp->dim, 1);
+    if (hp->ffn_gelu)
+        RS_CUDA_CHECK(cu_geglu(s->gate, s->up, (size_t)n * hp->ffn_dim, s->stream));
+    else
+        RS_CUDA_CHECK(cu_swiglu(s->gate, s->up, (size_t)n * hp->ffn_dim, s->stream));
+    return out_gemm(s, &l->w_down, s->gate, l->post_ffn, n);
 }
 
 static rs_err forward(struct cu_state *s, struct cu_kv *kv)
 {
     const struct rs_model_hparams *hp = &s->hp;
-    RS_CUDA_CHECK(cu_embed(&s->tok_embd, &s->rows, s->x, s->stream));
+    RS_CUDA_CHECK(cu_embed(&s->tok_embd, &s->rows, hp->embd_scale, s->x, s->stream));
     for (uint32_t il = 0; il < hp->n_layers; il++) {
         rs_err rc = layer_forward(s, kv, il);
         if (rc != RS_OK)
@@ -211,7 +247,11 @@ static rs_err forward(struct cu_state *s, struct cu_kv *kv)
         return RS_OK;
     RS_CUDA_CHECK(cu_rmsnorm(s->x, s->output_norm, s->n_want, hp->dim, hp->rms_eps, s->rows.want,
                              s->xl, s->stream));
-    return cu_gemm(s, &s->output, s->xl, s->n_want, s->logits, hp->n_vocab, 0);
+    rs_err rc = cu_gemm(s, &s->output, s->xl, s->n_want, s->logits, hp->n_vocab, 0);
+    if (rc == RS_OK && hp->final_softcap > 0.0f)
+        RS_CUDA_CHECK(cu_softcap(s->logits, (size_t)s->n_want * hp->n_vocab, hp->final_softcap,
+                                 s->stream));
+    return rc;
 }
 
 /* The decode graph for this batch size and cache, captured on first use. */

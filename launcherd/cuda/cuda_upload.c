@@ -8,7 +8,9 @@
  * completed. O_DIRECT is used when the file is mostly not in the page cache
  * (bench/load: several times slower than the cache when it is). A GGUF
  * opened from memory is copied from its mapping. The norms and RoPE factors
- * (already F32 in llama_desc) follow in one small copy.
+ * (already F32 in llama_desc), biases and q/k and post norms follow in one
+ * small copy. Fused tensors (phi3) are row views inside the section, so they
+ * need nothing of their own.
  * Leaves out: weight types other than F32/F16/BF16/Q8_0 (refused at load).
  */
 #include <stdio.h>
@@ -100,6 +102,12 @@ static rs_err map_mat(struct cu_state *s, const char *host_base, const struct ll
     return RS_OK;
 }
 
+/* The device copy of a vector inside llama_desc.vectors, or NULL for NULL. */
+static const float *dev_vec(const struct cu_state *s, const float *host)
+{
+    return host != NULL ? s->vecs + (host - s->d->vectors) : NULL;
+}
+
 static rs_err map_all(struct cu_state *s, const char *host_base, size_t *q8_max)
 {
     const struct llama_desc *d = s->d;
@@ -114,8 +122,12 @@ static rs_err map_all(struct cu_state *s, const char *host_base, size_t *q8_max)
         struct cu_mat *dm[7] = {&c->wq, &c->wk, &c->wv, &c->wo, &c->w_gate, &c->w_up, &c->w_down};
         for (int j = 0; rc == RS_OK && j < 7; j++)
             rc = map_mat(s, host_base, hm[j], dm[j]);
-        c->attn_norm = s->vecs + (l->attn_norm - d->vectors);
-        c->ffn_norm = s->vecs + (l->ffn_norm - d->vectors);
+        c->attn_norm = dev_vec(s, l->attn_norm);
+        c->ffn_norm = dev_vec(s, l->ffn_norm);
+        c->bq = dev_vec(s, l->bq), c->bk = dev_vec(s, l->bk), c->bv = dev_vec(s, l->bv);
+        c->q_norm = dev_vec(s, l->q_norm), c->k_norm = dev_vec(s, l->k_norm);
+        c->post_attn = dev_vec(s, l->post_attn_norm), c->post_ffn = dev_vec(s, l->post_ffn_norm);
+        c->local = l->local;
         for (int j = 0; j < 7; j++)
             if (dm[j]->type == RS_GGML_Q8_0 && (size_t)dm[j]->rows * dm[j]->cols > *q8_max)
                 *q8_max = (size_t)dm[j]->rows * dm[j]->cols;
@@ -132,7 +144,7 @@ rs_err cu_upload(struct cu_state *s)
     const struct rs_gguf_tensor *t0 = rs_gguf_tensor(g, 0);
     const char *host_base = (const char *)t0->data - t0->offset;
     uint64_t off = rs_gguf_data_offset(g), len = rs_gguf_file_size(g) - off;
-    size_t n_vec = (size_t)s->hp.dim * (2u * s->hp.n_layers + 1) + s->hp.rope_dim / 2, q8 = 0;
+    size_t n_vec = d->n_vectors, q8 = 0;
     uint64_t t0_ns = rs_clock_ns();
     s->layers = calloc(s->hp.n_layers, sizeof(*s->layers));
     if (s->layers == NULL)

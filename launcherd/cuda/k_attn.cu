@@ -3,7 +3,9 @@
  * Paged causal attention, one thread block per (query row, query head),
  * for prefill chunks and decode alike: the row at position p attends to
  * positions 0..p of its sequence through the block table (the chunk's own
- * K/V were stored first), so a chunk sees the cached prefix and itself.
+ * K/V were stored first), so a chunk sees the cached prefix and itself; on
+ * a sliding-window layer only to the last `window` of them (p included).
+ * Scores may be soft-capped (gemma2: cap * tanh(s / cap), before the softmax).
  * Positions go by tiles of 256: each thread computes whole scores (a
  * sequential dot over head_dim), the tile's max and sum use the fixed block
  * reduction, the running output is rescaled (online softmax) and each
@@ -25,8 +27,8 @@ struct att_args {
     const float *kc, *vc;
     const uint32_t *pos, *seq, *tab_off, *tables;
     size_t block_stride;
-    uint32_t bs, hd, group, n_heads;
-    float scale;
+    uint32_t bs, hd, group, n_heads, window;
+    float scale, softcap;
 };
 
 /* Scores of positions t0 .. t0+n-1 into sc (scaled); returns nothing, syncs after. */
@@ -41,7 +43,8 @@ __device__ __forceinline__ void tile_scores(const struct att_args &a, const floa
         float s = 0.0f;
         for (uint32_t d = 0; d < a.hd; d++)
             s = fmaf(qs[d], kp[d], s);
-        sc[i] = s * a.scale;
+        s = __fmul_rn(s, a.scale);
+        sc[i] = a.softcap > 0.0f ? __fmul_rn(a.softcap, tanhf(__fmul_rn(s, 1.0f / a.softcap))) : s;
     }
     __syncthreads();
 }
@@ -52,13 +55,14 @@ __global__ void attention_k(struct att_args a)
     __shared__ float red[32];
     float *qs = sm, *sc = sm + a.hd;
     uint32_t r = blockIdx.x, h = blockIdx.y, kvh = h / a.group, n_pos = a.pos[r] + 1;
+    uint32_t first = a.window > 0 && n_pos > a.window ? n_pos - a.window : 0;
     const uint32_t *table = a.tables + a.tab_off[a.seq[r]];
     const float *qr = a.q + ((size_t)r * a.n_heads + h) * a.hd;
     for (uint32_t d = threadIdx.x; d < a.hd; d += blockDim.x)
         qs[d] = qr[d];
     __syncthreads();
     float acc[ATT_DIMS] = {0.0f, 0.0f, 0.0f, 0.0f}, m = -INFINITY, l = 0.0f;
-    for (uint32_t t0 = 0; t0 < n_pos; t0 += ATT_TILE) {
+    for (uint32_t t0 = first; t0 < n_pos; t0 += ATT_TILE) {
         uint32_t n = n_pos - t0 < ATT_TILE ? n_pos - t0 : ATT_TILE;
         tile_scores(a, qs, table, kvh, t0, n, sc);
         float tmax = -INFINITY;
@@ -98,7 +102,7 @@ __global__ void attention_k(struct att_args a)
 
 extern "C" cudaError_t cu_attention(const float *q, const struct cu_rows *r,
                                     const struct cu_kv_layer *kv, uint32_t n_heads, float scale,
-                                    float *out, cudaStream_t s)
+                                    uint32_t window, float softcap, float *out, cudaStream_t s)
 {
     if (kv->head_dim > ATT_THREADS * ATT_DIMS)
         return cudaErrorInvalidValue;
@@ -115,7 +119,9 @@ extern "C" cudaError_t cu_attention(const float *q, const struct cu_rows *r,
                          kv->head_dim,
                          n_heads / kv->n_kv_heads,
                          n_heads,
-                         scale};
+                         window,
+                         scale,
+                         softcap};
     dim3 grid(r->n_rows, n_heads);
     size_t smem = (kv->head_dim + ATT_TILE) * sizeof(float);
     attention_k<<<grid, ATT_THREADS, smem, s>>>(a);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * AVX2 + FMA kernels of the row-local and attention ops: paged attention
- * for one query row (scores, softmax, weighted values, each reduction in
- * position order), the vector e^x they share, and SwiGLU. Compiled with
+ * for one query row over its visible span (scores, optional soft-cap,
+ * softmax, weighted values, each reduction in position order), the vector
+ * e^x and tanh they share, SwiGLU and GeGLU. Compiled with
  * target attributes so the binary still runs on any x86-64.
  */
 #include "launcherd/engine/kernels.h"
@@ -115,6 +116,27 @@ INL void store_part(float *p, __m256 v, uint32_t n)
     memcpy(p, t, n * sizeof(float));
 }
 
+/* tanh for 8 lanes: sign(x) (1 - e) / (1 + e) with e = e^(-2|x|), exp8's e^x (no overflow). */
+INL __m256 tanh8(__m256 x)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), sgn = _mm256_set1_ps(-0.0f);
+    __m256 e = exp8(_mm256_mul_ps(_mm256_andnot_ps(sgn, x), _mm256_set1_ps(-2.0f)));
+    __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+    return _mm256_or_ps(t, _mm256_and_ps(x, sgn));
+}
+
+/* s[i] = cap * tanh(s[i] / cap) over n values (attention scores, final logits). */
+TGT void kern_softcap_avx2(float *s, uint32_t n, float cap)
+{
+    __m256 c = _mm256_set1_ps(cap), inv = _mm256_set1_ps(1.0f / cap);
+    uint32_t t = 0;
+    for (; t + 8 <= n; t += 8)
+        _mm256_storeu_ps(s + t, _mm256_mul_ps(c, tanh8(_mm256_mul_ps(_mm256_loadu_ps(s + t), inv))));
+    if (t < n)
+        store_part(s + t, _mm256_mul_ps(c, tanh8(_mm256_mul_ps(load_part(s + t, n - t, 0.0f), inv))),
+                   n - t);
+}
+
 /* Softmax of s[0..n) in place; the sum runs in 8 position-strided lanes and the fixed tree. */
 TGT static void softmax8(float *s, uint32_t n)
 {
@@ -163,77 +185,113 @@ TGT void kern_swiglu_avx2(float *g, const float *u, uint32_t n)
     }
 }
 
+/* g[i] = gelu(g[i]) * u[i] with gelu(x) = x / (1 + e^(-2 sqrt(2/pi) x (1 + 0.044715 x^2))). */
+INL __m256 gelu8(__m256 x)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(0.044715f), one);
+    __m256 z = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(-1.5957691216057308f)), inner);
+    return _mm256_div_ps(x, _mm256_add_ps(one, exp8(z)));
+}
+
+TGT void kern_geglu_avx2(float *g, const float *u, uint32_t n)
+{
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(gelu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
+    if (i < n)
+        store_part(g + i, _mm256_mul_ps(gelu8(load_part(g + i, n - i, 0.0f)),
+                                        load_part(u + i, n - i, 0.0f)),
+                   n - i);
+}
+
 /*
- * out[0..8*nv) = sum over t of p[t] * v_t, v_t at the paged positions; each
- * element accumulates in position order in a register (nv <= 8 vectors).
+ * out[0..8*nv) = sum over t of p[t - first] * v_t for t in [first, n_pos),
+ * v_t at the paged positions; each element accumulates in position order in
+ * a register (nv <= 8 vectors).
  */
 INL void pv_chunk(const struct kern_kv_layout *kv, const uint32_t *table, size_t off,
-                  uint32_t n_pos, const float *p, int nv, float *out)
+                  const struct kern_attn *a, const float *p, int nv, float *out)
 {
     __m256 acc[8];
     UNROLL for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
     uint32_t bs = kv->block_size, hd = kv->head_dim;
-    for (uint32_t t0 = 0; t0 < n_pos; t0 += bs) {
-        const float *v = kv->v + table[t0 / bs] * kv->block_stride + off;
-        uint32_t n = n_pos - t0 < bs ? n_pos - t0 : bs;
+    for (uint32_t t0 = a->first; t0 < a->n_pos;) {
+        uint32_t slot = t0 % bs, n = bs - slot < a->n_pos - t0 ? bs - slot : a->n_pos - t0;
+        const float *v = kv->v + table[t0 / bs] * kv->block_stride + off + (size_t)slot * hd;
+        const float *pt0 = p + (t0 - a->first);
         for (uint32_t t = 0; t < n; t++, v += hd) {
-            __m256 pt = _mm256_set1_ps(p[t0 + t]);
+            __m256 pt = _mm256_set1_ps(pt0[t]);
             UNROLL for (int j = 0; j < 8; j++) if (j < nv) acc[j] =
                 _mm256_fmadd_ps(pt, _mm256_loadu_ps(v + 8 * j), acc[j]);
         }
+        t0 += n;
     }
     UNROLL for (int j = 0; j < 8; j++) if (j < nv) _mm256_storeu_ps(out + 8 * j, acc[j]);
 }
 
 /* The same for the last hd % 8 elements, one scalar FMA chain each. */
 static void pv_tail(const struct kern_kv_layout *kv, const uint32_t *table, size_t off,
-                    uint32_t n_pos, const float *p, uint32_t n_el, float *out)
+                    const struct kern_attn *a, const float *p, uint32_t n_el, float *out)
 {
     uint32_t bs = kv->block_size;
     for (uint32_t i = 0; i < n_el; i++) {
         float acc = 0.0f;
-        for (uint32_t t = 0; t < n_pos; t++)
-            acc = fmaf(p[t], kv->v[table[t / bs] * kv->block_stride + off +
-                                   (size_t)(t % bs) * kv->head_dim + i],
+        for (uint32_t t = a->first; t < a->n_pos; t++)
+            acc = fmaf(p[t - a->first], kv->v[table[t / bs] * kv->block_stride + off +
+                                               (size_t)(t % bs) * kv->head_dim + i],
                        acc);
         out[i] = acc;
     }
 }
 
 TGT void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
-                             uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                             uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                              const float *q, float *scores, float *out)
 {
-    uint32_t hd = kv->head_dim, bs = kv->block_size;
+    uint32_t hd = kv->head_dim, bs = kv->block_size, n_sc = a->n_pos - a->first;
     size_t head_off = (size_t)kv_head * bs * hd;
-    for (uint32_t t0 = 0; t0 < n_pos; t0 += bs) {
-        const float *k = kv->k + table[t0 / bs] * kv->block_stride + head_off;
-        uint32_t n = n_pos - t0 < bs ? n_pos - t0 : bs;
+    for (uint32_t t0 = a->first; t0 < a->n_pos;) {
+        uint32_t slot = t0 % bs, n = bs - slot < a->n_pos - t0 ? bs - slot : a->n_pos - t0;
+        const float *k = kv->k + table[t0 / bs] * kv->block_stride + head_off + (size_t)slot * hd;
         for (uint32_t g = 0; g < n_group; g++)
-            scores_block(q + (size_t)g * hd, k, n, hd, scale, scores + (size_t)g * n_pos + t0);
+            scores_block(q + (size_t)g * hd, k, n, hd, a->scale,
+                         scores + (size_t)g * n_sc + (t0 - a->first));
+        t0 += n;
     }
     for (uint32_t g = 0; g < n_group; g++) {
-        const float *p = scores + (size_t)g * n_pos;
-        float *o = out + (size_t)g * hd;
-        softmax8(scores + (size_t)g * n_pos, n_pos);
+        float *p = scores + (size_t)g * n_sc, *o = out + (size_t)g * hd;
+        if (a->softcap > 0.0f)
+            kern_softcap_avx2(p, n_sc, a->softcap);
+        softmax8(p, n_sc);
         uint32_t d = 0;
         for (; d + 64 <= hd; d += 64)
-            pv_chunk(kv, table, head_off + d, n_pos, p, 8, o + d);
+            pv_chunk(kv, table, head_off + d, a, p, 8, o + d);
         if (hd - d >= 8)
-            pv_chunk(kv, table, head_off + d, n_pos, p, (int)((hd - d) / 8), o + d);
+            pv_chunk(kv, table, head_off + d, a, p, (int)((hd - d) / 8), o + d);
         d += (hd - d) / 8 * 8;
         if (d < hd)
-            pv_tail(kv, table, head_off + d, n_pos, p, hd - d, o + d);
+            pv_tail(kv, table, head_off + d, a, p, hd - d, o + d);
     }
 }
 
 #else /* not x86-64: kernels.c never selects these */
 
 void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
-                         uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                         uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                          const float *q, float *scores, float *out)
 {
-    kern_attention_portable(kv, table, kv_head, n_group, n_pos, scale, q, scores, out);
+    kern_attention_portable(kv, table, kv_head, n_group, a, q, scores, out);
+}
+
+void kern_geglu_avx2(float *g, const float *u, uint32_t n)
+{
+    kern_geglu_portable(g, u, n);
+}
+
+void kern_softcap_avx2(float *x, uint32_t n, float cap)
+{
+    kern_softcap_portable(x, n, cap);
 }
 
 void kern_swiglu_avx2(float *g, const float *u, uint32_t n)

@@ -48,9 +48,9 @@ struct cpu_state {
     float *k;    /* (rows, kv_dim) */
     float *v;    /* (rows, kv_dim) */
     float *att;  /* (rows, n_heads * head_dim) attention output */
-    float *gate; /* (rows, ffn_dim), then SwiGLU output */
+    float *gate; /* (rows, ffn_dim), then the gated activation (SwiGLU / GeGLU) */
     float *up;   /* (rows, ffn_dim) */
-    float *rope; /* (rows, rope_dim) rotation table per row */
+    float *rope; /* (n_rope, rows, rope_dim) rotation tables per row: [0] global, [1] local */
     uint32_t *row_seq; /* (rows) sequence index of each row, then (rows) its position */
     uint32_t *row_pos;
     float *thread_mem; /* per thread: GEMM panel + attention scores */
@@ -64,7 +64,8 @@ struct cpu_state {
     struct cpu_kv *kv;
     const struct rs_model_seq *seqs;
     uint32_t n_seqs, n_rows, n_want;
-    uint32_t attn_split[1025]; /* thread t runs attention units [split[t], split[t+1]) */
+    int n_rope;                   /* 1, or 2 when local layers have a RoPE of their own */
+    uint32_t attn_split[2][1025]; /* [local] thread t runs attention units [s[t], s[t+1]) */
 };
 
 /* Floats of per-row scratch, and of per-thread scratch for contexts of npos positions. */

@@ -2,8 +2,9 @@
 /*
  * Kernel dispatch (one switch per call, never per element), CPU detection,
  * and the row-local ops whose cost is small next to the GEMMs: RMSNorm and
- * RoPE. Those are plain C shared by every variant, so they cannot make the
- * SIMD and portable variants disagree beyond the GEMM/attention/SwiGLU rounding.
+ * RoPE (both pairings). Those are plain C shared by every variant, so they
+ * cannot make the SIMD and portable variants disagree beyond the
+ * GEMM/attention/SwiGLU/GeGLU/soft-cap rounding.
  */
 #include "launcherd/engine/kernels.h"
 
@@ -75,13 +76,13 @@ void kern_gemm(enum kern_isa isa, const struct kern_mat *w, const float *x, size
 }
 
 void kern_attention(enum kern_isa isa, const struct kern_kv_layout *kv, const uint32_t *table,
-                    uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                    uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                     const float *q, float *scores, float *out)
 {
     if (isa == KERN_AVX2)
-        kern_attention_avx2(kv, table, kv_head, n_group, n_pos, scale, q, scores, out);
+        kern_attention_avx2(kv, table, kv_head, n_group, a, q, scores, out);
     else
-        kern_attention_portable(kv, table, kv_head, n_group, n_pos, scale, q, scores, out);
+        kern_attention_portable(kv, table, kv_head, n_group, a, q, scores, out);
 }
 
 void kern_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out)
@@ -113,18 +114,23 @@ void kern_rope_table(uint32_t pos, uint32_t rope_dim, float base, float pos_scal
     }
 }
 
-void kern_rope_apply(float *x, uint32_t c0, uint32_t c1, uint32_t head_dim, uint32_t rope_dim,
-                     const float *cs)
+void kern_rope_head(float *x, uint32_t rope_dim, int neox, const float *cs)
 {
-    for (uint32_t c = c0; c + 1 < c1; c += 2) {
-        uint32_t i = c % head_dim;
-        if (i >= rope_dim)
-            continue;
-        float co = cs[i], si = cs[i + 1];
-        float a = x[c], b = x[c + 1];
-        x[c] = a * co - b * si;
-        x[c + 1] = a * si + b * co;
+    uint32_t half = rope_dim / 2;
+    for (uint32_t i = 0; i < half; i++) {
+        float *p0 = neox ? x + i : x + 2 * i, *p1 = neox ? x + i + half : x + 2 * i + 1;
+        float co = cs[2 * i], si = cs[2 * i + 1], a = *p0, b = *p1;
+        *p0 = a * co - b * si;
+        *p1 = a * si + b * co;
     }
+}
+
+void kern_softcap(enum kern_isa isa, float *x, uint32_t n, float cap)
+{
+    if (isa == KERN_AVX2)
+        kern_softcap_avx2(x, n, cap);
+    else
+        kern_softcap_portable(x, n, cap);
 }
 
 void kern_swiglu(enum kern_isa isa, float *g, const float *u, uint32_t n)
@@ -133,4 +139,12 @@ void kern_swiglu(enum kern_isa isa, float *g, const float *u, uint32_t n)
         kern_swiglu_avx2(g, u, n);
     else
         kern_swiglu_portable(g, u, n);
+}
+
+void kern_geglu(enum kern_isa isa, float *g, const float *u, uint32_t n)
+{
+    if (isa == KERN_AVX2)
+        kern_geglu_avx2(g, u, n);
+    else
+        kern_geglu_portable(g, u, n);
 }

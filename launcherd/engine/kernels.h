@@ -2,7 +2,9 @@
 /*
  * CPU kernels of the forward pass: matrix times activations over F32, F16,
  * BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights (widened to F32 on the fly), paged
- * attention for one query row, and the row-local ops (RMSNorm, RoPE, SwiGLU).
+ * attention for one query row (causal, optionally a sliding window and a
+ * score soft-cap), and the row-local ops (RMSNorm, RoPE in both pairings,
+ * SwiGLU, GeGLU, soft-cap).
  * Batch invariance is a property of these kernels: see "Reduction order" below.
  * Leaves out: Q4_1, Q5_*, Q2_K/Q3_K/Q5_K and the IQ types (launcherd/README.md),
  * AVX-512.
@@ -95,17 +97,25 @@ struct kern_kv_layout {
     uint32_t head_dim;
 };
 
+/* What one query row attends to, and how its scores are formed. */
+struct kern_attn {
+    uint32_t first; /* first visible position (a sliding window's start); 0: from the start */
+    uint32_t n_pos; /* positions first .. n_pos - 1 are visible (the query's own is n_pos - 1) */
+    float scale;    /* multiplies each q . k */
+    float softcap;  /* > 0: a scaled score s becomes softcap * tanh(s / softcap); 0: none */
+};
+
 /*
- * Causal attention of one query row for the n_group query heads that share
- * KV head kv_head (GQA), over positions 0 .. n_pos-1 of one sequence:
- *   out[g] = sum_t softmax_t(scale * q[g] . k_t) v_t
+ * Attention of one query row for the n_group query heads that share KV head
+ * kv_head (GQA), over positions a->first .. a->n_pos - 1 of one sequence:
+ *   out[g] = sum_t softmax_t(cap(scale * q[g] . k_t)) v_t
  * q and out: n_group * head_dim floats. table: the sequence's block table,
  * at least ceil(n_pos / block_size) entries, all already validated. scores:
- * scratch of n_group * n_pos floats. Reductions run in position order, so a
- * row's result does not depend on what else is in the batch.
+ * scratch of n_group * (n_pos - first) floats. Reductions run in position
+ * order, so a row's result does not depend on what else is in the batch.
  */
 void kern_attention(enum kern_isa isa, const struct kern_kv_layout *kv, const uint32_t *table,
-                    uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                    uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                     const float *q, float *scores, float *out);
 
 /* out[i] = x[i] * w[i] / sqrt(mean(x^2) + eps), n values; ISA-independent. */
@@ -121,14 +131,12 @@ void kern_rope_table(uint32_t pos, uint32_t rope_dim, float base, float pos_scal
                      const float *freq_factors, float *cs);
 
 /*
- * Rotates the adjacent pairs (x[c], x[c+1]) for even c in [c0, c1) whose
- * index inside its head, i = c % head_dim, is below rope_dim, by the angle of
- * pair i / 2 in the table from kern_rope_table (llama.cpp's "normal" RoPE, as
- * GGUF llama files expect). c0 must be even. Working on a column range lets
- * each thread rotate the Q/K columns it just computed.
+ * Rotates one head's first rope_dim values by the table from
+ * kern_rope_table: pair i (i < rope_dim / 2) is (x[2i], x[2i+1]) for the
+ * "normal" pairing (llama GGUFs, whose converter permutes Q/K for it), or
+ * (x[i], x[i + rope_dim/2]) when neox (rotate-half: qwen2/3, gemma, phi3).
  */
-void kern_rope_apply(float *x, uint32_t c0, uint32_t c1, uint32_t head_dim, uint32_t rope_dim,
-                     const float *cs);
+void kern_rope_head(float *x, uint32_t rope_dim, int neox, const float *cs);
 
 /*
  * g[i] = silu(g[i]) * u[i], n values (SwiGLU). The AVX2 variant uses its own
@@ -136,6 +144,21 @@ void kern_rope_apply(float *x, uint32_t c0, uint32_t c1, uint32_t head_dim, uint
  * expf; each is one fixed function per element.
  */
 void kern_swiglu(enum kern_isa isa, float *g, const float *u, uint32_t n);
+
+/*
+ * g[i] = gelu(g[i]) * u[i], n values (GeGLU), with the tanh form
+ * gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) = x / (1 + e^(-2 sqrt(2/pi)(...))):
+ * the portable variant evaluates the first with tanhf, the AVX2 one the
+ * second with its e^x. One fixed function per element each.
+ */
+void kern_geglu(enum kern_isa isa, float *g, const float *u, uint32_t n);
+
+/*
+ * x[i] = cap * tanh(x[i] * (1 / cap)), n values (the final-logit soft-cap,
+ * and the attention scores' inside kern_attention): the portable variant
+ * with libm's tanhf, the AVX2 one with its vector tanh (from its e^x).
+ */
+void kern_softcap(enum kern_isa isa, float *x, uint32_t n, float cap);
 
 /* --- variants, called through the dispatchers above ----------------------- */
 void kern_gemm_portable(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
@@ -145,12 +168,16 @@ void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32
                     float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
                     float *scratch);
 void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *table,
-                             uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                             uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                              const float *q, float *scores, float *out);
 void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
-                         uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                         uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                          const float *q, float *scores, float *out);
 void kern_swiglu_portable(float *g, const float *u, uint32_t n);
+void kern_geglu_portable(float *g, const float *u, uint32_t n);
+void kern_softcap_portable(float *x, uint32_t n, float cap);
+void kern_softcap_avx2(float *x, uint32_t n, float cap);
+void kern_geglu_avx2(float *g, const float *u, uint32_t n);
 void kern_widen_row_portable(const struct kern_mat *w, uint32_t row, float *dst);
 void kern_widen_row_avx2(const struct kern_mat *w, uint32_t row, float *dst);
 void kern_swiglu_avx2(float *g, const float *u, uint32_t n);

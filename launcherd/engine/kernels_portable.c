@@ -65,34 +65,43 @@ void kern_gemm_portable(const struct kern_mat *w, const float *x, size_t ldx, ui
     }
 }
 
+/* Key (or value) vector of position t of KV head kv_head through the block table. */
+static const float *kv_at(const struct kern_kv_layout *kv, const float *base, const uint32_t *table,
+                          uint32_t kv_head, uint32_t t)
+{
+    uint32_t bs = kv->block_size;
+    return base + table[t / bs] * kv->block_stride + ((size_t)kv_head * bs + t % bs) * kv->head_dim;
+}
+
 void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *table,
-                             uint32_t kv_head, uint32_t n_group, uint32_t n_pos, float scale,
+                             uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                              const float *q, float *scores, float *out)
 {
-    uint32_t hd = kv->head_dim, bs = kv->block_size;
-    size_t head_off = (size_t)kv_head * bs * hd;
-    for (uint32_t t = 0; t < n_pos; t++) {
-        const float *k = kv->k + table[t / bs] * kv->block_stride + head_off + (t % bs) * hd;
+    uint32_t hd = kv->head_dim, t0 = a->first, n = a->n_pos - a->first;
+    for (uint32_t t = 0; t < n; t++) {
+        const float *k = kv_at(kv, kv->k, table, kv_head, t0 + t);
         for (uint32_t g = 0; g < n_group; g++)
-            scores[(size_t)g * n_pos + t] = dot8(q + (size_t)g * hd, k, hd) * scale;
+            scores[(size_t)g * n + t] = dot8(q + (size_t)g * hd, k, hd) * a->scale;
     }
+    if (a->softcap > 0.0f)
+        kern_softcap_portable(scores, n_group * n, a->softcap);
     for (uint32_t g = 0; g < n_group; g++) {
-        float *s = scores + (size_t)g * n_pos, mx = s[0], sum = 0.0f;
-        for (uint32_t t = 1; t < n_pos; t++)
+        float *s = scores + (size_t)g * n, mx = s[0], sum = 0.0f;
+        for (uint32_t t = 1; t < n; t++)
             mx = s[t] > mx ? s[t] : mx;
-        for (uint32_t t = 0; t < n_pos; t++) {
+        for (uint32_t t = 0; t < n; t++) {
             s[t] = expf(s[t] - mx);
             sum += s[t];
         }
         float inv = 1.0f / sum;
-        for (uint32_t t = 0; t < n_pos; t++)
+        for (uint32_t t = 0; t < n; t++)
             s[t] *= inv;
         memset(out + (size_t)g * hd, 0, hd * sizeof(float));
     }
-    for (uint32_t t = 0; t < n_pos; t++) {
-        const float *v = kv->v + table[t / bs] * kv->block_stride + head_off + (t % bs) * hd;
+    for (uint32_t t = 0; t < n; t++) {
+        const float *v = kv_at(kv, kv->v, table, kv_head, t0 + t);
         for (uint32_t g = 0; g < n_group; g++) {
-            float p = scores[(size_t)g * n_pos + t], *o = out + (size_t)g * hd;
+            float p = scores[(size_t)g * n + t], *o = out + (size_t)g * hd;
             for (uint32_t i = 0; i < hd; i++)
                 o[i] = o[i] + p * v[i];
         }
@@ -105,4 +114,20 @@ void kern_swiglu_portable(float *g, const float *u, uint32_t n)
         float v = g[i];
         g[i] = v / (1.0f + expf(-v)) * u[i];
     }
+}
+
+void kern_geglu_portable(float *g, const float *u, uint32_t n)
+{
+    const float c = 0.79788456080286535588f, a = 0.044715f; /* sqrt(2/pi), tanh-GELU cubic */
+    for (uint32_t i = 0; i < n; i++) {
+        float x = g[i];
+        g[i] = 0.5f * x * (1.0f + tanhf(c * x * (1.0f + a * x * x))) * u[i];
+    }
+}
+
+void kern_softcap_portable(float *x, uint32_t n, float cap)
+{
+    float inv = 1.0f / cap;
+    for (uint32_t i = 0; i < n; i++)
+        x[i] = cap * tanhf(x[i] * inv);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The model runtime's public API, what launcherd (and the tools, tests and
- * benches) call: load a llama-family GGUF, make a paged KV cache, run one
+ * benches) call: load a GGUF of a served architecture (arch.c: llama,
+ * qwen2, qwen3, gemma2, gemma3, phi3), make a paged KV cache, run one
  * forward step over any mix of prefill chunks and decode tokens, read the
  * logits. The caller (schedulerd, through the batch ring) owns block
  * allocation; the engine touches K/V only through checked block tables.
@@ -17,15 +18,21 @@
 #include "common/err.h"
 #include "common/gguf.h"
 
-/* Hyperparameters, read from the GGUF metadata and checked against the tensors. */
+/*
+ * Hyperparameters, read from the GGUF metadata and checked against the
+ * tensors, with the architecture's descriptor (launcherd/engine/arch.h)
+ * already resolved into numbers: the forward passes read these, never the
+ * architecture name.
+ */
 struct rs_model_hparams {
+    const char *arch;      /* general.architecture ("llama", "qwen2", ...; static storage) */
     uint32_t n_vocab;      /* rows of token_embd.weight */
     uint32_t dim;          /* embedding width */
     uint32_t n_layers;
     uint32_t n_heads;      /* query heads */
     uint32_t n_kv_heads;   /* key/value heads (GQA when < n_heads) */
-    uint32_t head_dim;     /* dim / n_heads */
-    uint32_t ffn_dim;      /* SwiGLU hidden width */
+    uint32_t head_dim;     /* attention.key_length (= value_length), default dim / n_heads */
+    uint32_t ffn_dim;      /* gated FFN hidden width */
     uint32_t rope_dim;     /* leading dims of each head that RoPE rotates (even) */
     uint32_t ctx_len;      /* trained context length (informational; not enforced) */
     float rope_freq_base;  /* theta base, default 10000 */
@@ -33,6 +40,17 @@ struct rs_model_hparams {
     float rms_eps;         /* RMSNorm epsilon */
     int tied_output;       /* 1: no output.weight, logits use token_embd.weight */
     int has_rope_freqs;    /* 1: rope_freqs.weight divides each frequency (Llama 3.1 style) */
+    int rope_neox;         /* 1: RoPE rotates (i, i + rope_dim/2) (NEOX); 0: (2i, 2i+1) */
+    int ffn_gelu;          /* 1: GeGLU, GELU (tanh form) of the gate; 0: SwiGLU, SiLU */
+    float embd_scale;      /* token embeddings are multiplied by this (1, or sqrt(dim)) */
+    float attn_scale;      /* multiplies every q.k score (1/sqrt(head_dim) unless the arch says) */
+    float attn_softcap;    /* > 0: scores become c * tanh(s / c) before the softmax; 0: none */
+    float final_softcap;   /* > 0: logits become c * tanh(l / c); 0: none */
+    uint32_t swa_window;   /* local layers see the last swa_window positions, the query's
+                              included; 0 when no layer is local */
+    uint32_t n_local;      /* layers that are local (sliding window) */
+    float local_rope_base; /* RoPE base of local layers */
+    float local_rope_scale; /* and their linear scaling factor */
 };
 
 /* Kernel variants (rs_model_opts.isa). */

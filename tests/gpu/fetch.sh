@@ -6,12 +6,13 @@
 #   *.deb       ZeroMQ, msgpack-c, hwloc, liburing, PCRE2, libsystemd (-dev and
 #               runtime) and pkgconf, fetched with `apt-get download`
 #   fallback/   krb5 GSSAPI and libudev, used only when the GPU host lacks them
-#   refdata/    stories260K.gguf and its published greedy output (../shared is
-#               not carried to the GPU host)
+#   refdata/    stories260K.gguf and its published greedy output, and the F32
+#               models of refdata/arch with their prompts, logits and greedy ids
+#               (../shared is not carried to the GPU host; about 21 MB)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 D=build-gpu-debs
-mkdir -p "$D/fallback" "$D/refdata/expected"
+mkdir -p "$D/fallback" "$D/refdata/expected" "$D/refdata/arch"
 PKGS=(libzmq3-dev libzmq5 libsodium23 libpgm-5.3-0 libnorm1 libbsd0 libmd0
       libmsgpack-dev libmsgpackc2 libhwloc-dev libhwloc15 liburing-dev liburing2
       libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
@@ -23,4 +24,7 @@ FALLBACK=(libgssapi-krb5-2 libkrb5-3 libk5crypto3 libcom-err2 libkrb5support0 li
 REF=${RS_REFDATA:-../shared/refdata}
 cp "$REF/stories260K.gguf" "$D/refdata/"
 cp "$REF"/expected/stories260K.greedy-n256.* "$D/refdata/expected/"
+for m in llama llama-hd48 qwen2 qwen3 gemma2 gemma3 phi3; do
+    cp "$REF/arch/$m.gguf" "$REF/arch/$m".seq*.ids "$REF/arch/$m".seq*.logits.f32 "$D/refdata/arch/"
+done
 du -sh "$D"

@@ -10,7 +10,9 @@
 #   3. CUDA vs CPU: every case of tests/unit/test_cuda_backend.c (logits on
 #      stories260K and random 768-dim F32/F16/BF16/Q8_0 models with stated
 #      tolerances, greedy stories260K ids, device vs CPU sampler, deterministic
-#      batch invariance, graphs vs eager, tokens from a registered segment)
+#      batch invariance, graphs vs eager, tokens from a registered segment;
+#      every architecture: the refdata/arch models vs the CPU and their GPU
+#      greedy ids vs llama.cpp's, random F16 shapes of each architecture)
 #   4. the full pipeline (tests it.client.*, it.launcherd.*) with launcherd on
 #      its default backend (auto: the GPU here)
 #   5. benchmarks on a random BF16 model of Llama-3-8B shape made here:
@@ -152,7 +154,8 @@ cases() {
 correctness() {
     phase "3. CUDA vs CPU (tests/unit/test_cuda_backend.c)"
     cases "$BUILD/tests/unit_test_cuda_backend" tests/unit/test_cuda_backend.c correctness 60 1
-    grep -E "worst relative difference" "$RES_DIR/correctness.log" | sed 's/^/  /' | tee -a "$RES"
+    grep -E "worst relative difference|cuda greedy continuations" "$RES_DIR/correctness.log" |
+        sed 's/^/  /' | tee -a "$RES"
 }
 
 pipeline() {

@@ -4,7 +4,8 @@
  * random model with the real ringserve-mkmodel tool, and write an edited
  * copy of a GGUF (a tensor dropped, reshaped, retyped or rescaled; metadata
  * changed) to produce malformed or differently configured models from a
- * valid one. Not a model writer of its own: the tensors are mkmodel's.
+ * valid one (or one tensor duplicated under a new name). Not a model writer
+ * of its own: the tensors are mkmodel's.
  */
 #ifndef RS_ENGINE_TESTUTIL_H
 #define RS_ENGINE_TESTUTIL_H
@@ -150,6 +151,8 @@ struct tu_edit {
     /* Per 2-D tensor name: a block type to replace it with random blocks, or RS_GGML_F32 to keep. */
     enum rs_ggml_type (*randomize)(const char *name);
     void (*set)(rs_gguf_writer *w); /* extra metadata, written after the copied keys */
+    const char *dup_tensor;   /* also write a copy of this tensor ... */
+    const char *dup_name;     /* ... under this name (a tensor the file did not have) */
 };
 
 /* Copies src to dst with the edit applied. Returns 0 or 1 (message printed). */
@@ -208,6 +211,13 @@ static inline int tu_rewrite(const char *src, const char *dst, const struct tu_e
         }
         if (rs_gguf_writer_add_tensor(w, t->name, type, t->n_dims < 2 && ne[1] == 1 ? 1 : 2, ne,
                                       data) != RS_OK)
+            rc = 1;
+    }
+    int64_t di = e->dup_tensor != NULL ? rs_gguf_find_tensor(g, e->dup_tensor) : -1;
+    if (rc == 0 && di >= 0) {
+        const struct rs_gguf_tensor *t = rs_gguf_tensor(g, (uint64_t)di);
+        uint64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        if (rs_gguf_writer_add_tensor(w, e->dup_name, t->type, t->n_dims, ne, t->data) != RS_OK)
             rc = 1;
     }
     if (rc == 0 && rs_gguf_writer_write(w, dst) != RS_OK)

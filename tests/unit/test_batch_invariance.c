@@ -5,7 +5,8 @@
  * per step alone, whatever else is in the batch (15 companions of mixed
  * lengths, prefilling and decoding), however its prompt is chunked, after a
  * recompute into fresh blocks, and on 1, 2 or 3 threads. Run on the real
- * stories260K and on random models (GQA, F16, BF16, Q8_0, odd widths) made by
+ * stories260K and on random models (GQA, F16, BF16, Q8_0, odd widths; every
+ * architecture, sliding windows shorter than the sequence) made by
  * ringserve-mkmodel, so both GEMM paths (register and panel) meet.
  */
 #include <stdio.h>
@@ -357,6 +358,44 @@ static int test_random_q8_0_invariant_portable(void)
     return check_random("q8_0", "", RS_MODEL_ISA_PORTABLE);
 }
 
+/*
+ * Every architecture, sliding windows (6..11 positions) far shorter than the
+ * 70-token sequences and the chunks, so local layers attend from positions
+ * beyond the window: bitwise equal whatever the batch, chunking or threads.
+ */
+static int test_random_qwen2_invariant(void)
+{
+    return check_random("f32", "--arch qwen2", RS_MODEL_ISA_AUTO);
+}
+
+static int test_random_qwen3_invariant(void)
+{
+    return check_random("f16", "--arch qwen3 --head-dim 20 --norm-std 0.2", RS_MODEL_ISA_AUTO);
+}
+
+static int test_random_gemma2_window_invariant(void)
+{
+    return check_random("f32", "--arch gemma2 --swa 6 --softcap 2,3 --norm-std 0.2",
+                        RS_MODEL_ISA_AUTO);
+}
+
+static int test_random_gemma2_window_invariant_portable(void)
+{
+    return check_random("f32", "--arch gemma2 --swa 6 --softcap 2,3 --norm-std 0.2",
+                        RS_MODEL_ISA_PORTABLE);
+}
+
+static int test_random_gemma3_window_invariant(void)
+{
+    return check_random("bf16", "--arch gemma3 --layers 6 --swa 9 --norm-std 0.2",
+                        RS_MODEL_ISA_AUTO);
+}
+
+static int test_random_phi3_window_invariant(void)
+{
+    return check_random("q8_0", "--arch phi3 --swa 11", RS_MODEL_ISA_AUTO);
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_stories260k_invariant),
     RS_TEST(test_stories260k_invariant_portable),
@@ -366,5 +405,11 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_random_q8_0_invariant),
     RS_TEST(test_random_q8_0_invariant_portable),
     RS_TEST(test_random_kquants_invariant),
+    RS_TEST(test_random_qwen2_invariant),
+    RS_TEST(test_random_qwen3_invariant),
+    RS_TEST(test_random_gemma2_window_invariant),
+    RS_TEST(test_random_gemma2_window_invariant_portable),
+    RS_TEST(test_random_gemma3_window_invariant),
+    RS_TEST(test_random_phi3_window_invariant),
 };
 RS_TEST_MAIN(cases)

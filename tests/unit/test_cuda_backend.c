@@ -7,7 +7,9 @@
  * cases skip with 77 where no device is found, as in CI; tests/gpu/run.sh
  * runs them there): CUDA vs CPU logits for every wanted row of mixed
  * prefill/decode batches on stories260K and random 768-dim F32, F16, BF16
- * and Q8_0 models, within the tolerances below, printed each time; greedy
+ * and Q8_0 models, and on every architecture (the refdata/arch models, whose
+ * GPU greedy ids must also equal llama.cpp's, and random F16 shapes of each
+ * architecture), within the tolerances below, printed each time; greedy
  * stories260K ids equal to the published ones with device sampling; the
  * device sampler equal to the CPU sampler on the same logits (tokens, top
  * ids, logprobs; greedy, temperature, top-k, top-p, min-p); deterministic mode bitwise batch
@@ -368,6 +370,115 @@ static int test_logits_match_cpu_768_q8_0(void)
     return random768("q8_0", TOL_Q8_0);
 }
 
+/* --- every architecture (refdata/arch and random shapes) ---------------------------------- */
+
+/* Decimal ids from refdata/arch/<file>, at most cap; -1 when absent. */
+static int arch_ids(const char *file, int32_t *ids, int cap)
+{
+    char rel[256], path[1024];
+    snprintf(rel, sizeof(rel), "arch/%s", file);
+    if (rs_test_refdata(rel, path, sizeof(path)) == NULL)
+        return -1;
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    while (f != NULL && n < cap && fscanf(f, "%d", &ids[n]) == 1)
+        n++;
+    if (f != NULL)
+        fclose(f);
+    return n;
+}
+
+/* Each prompt prefilled on the GPU in one step, then 24 greedy steps: llama.cpp's ids. */
+static int gpu_greedy_equals_llama_cpp(const char *name, const char *path)
+{
+    rs_model *m;
+    int rc = load_gpu(path, &m);
+    if (rc != 0)
+        return rc;
+    rs_kvcache *kv;
+    RS_CHECK(rs_kvcache_create(m, 16, 16, &kv) == RS_OK);
+    uint32_t table[16];
+    for (uint32_t i = 0; i < 16; i++)
+        table[i] = 15 - i;
+    static const int lens[] = {16, 48, 64};
+    for (int i = 0; i < 3; i++) {
+        char file[128];
+        int32_t ids[64], want[24], tok;
+        snprintf(file, sizeof(file), "%s.seq%d.ids", name, lens[i]);
+        RS_CHECK(arch_ids(file, ids, 64) == lens[i]);
+        snprintf(file, sizeof(file), "%s.seq%d.greedy.ids", name, lens[i]);
+        RS_CHECK(arch_ids(file, want, 24) == 24);
+        struct rs_model_seq s = {ids, (uint32_t)lens[i], 0, table, 16, 1};
+        RS_CHECK(rs_model_step(m, kv, &s, 1) == RS_OK);
+        for (int k = 0; k < 24; k++) {
+            tok = argmax(rs_model_logits(m, 0), rs_model_hparams(m)->n_vocab);
+            RS_CHECK_MSG(tok == want[k], "%s seq%d: cuda greedy id %d is %d, llama.cpp's %d",
+                         name, lens[i], k, tok, want[k]);
+            s = (struct rs_model_seq){&tok, 1, (uint32_t)(lens[i] + k), table, 16, 1};
+            RS_CHECK(rs_model_step(m, kv, &s, 1) == RS_OK);
+        }
+    }
+    fprintf(stderr, "%s: cuda greedy continuations equal llama.cpp's (3 x 24 ids)\n", name);
+    rs_kvcache_destroy(&kv);
+    rs_model_destroy(&m);
+    return 0;
+}
+
+/*
+ * The refdata models of every architecture (sliding windows of 8 in gemma2
+ * and gemma3, so the 100-token prompts attend past them; soft-caps, q/k and
+ * post norms, fused phi3 tensors, head_dim 48): CUDA vs CPU on mixed
+ * batches, and the GPU's greedy ids vs llama.cpp's.
+ */
+static int test_arch_refdata_cuda_matches_cpu_and_llama_cpp(void)
+{
+    static const char *const names[] = {"llama", "llama-hd48", "qwen2", "qwen3",
+                                        "gemma2", "gemma3", "phi3"};
+    char path[1024], rel[128];
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(rel, sizeof(rel), "arch/%s.gguf", names[i]);
+        if (rs_test_refdata(rel, path, sizeof(path)) == NULL)
+            return RS_TEST_SKIP;
+        int rc = mixed_batches(path, TOL_F32, names[i]);
+        if (rc == 0)
+            rc = gpu_greedy_equals_llama_cpp(names[i], path);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Random shapes of every architecture in F16 (cuBLAS above 8 rows) vs the CPU. */
+static int test_arch_random_shapes_cuda_matches_cpu(void)
+{
+    static const char *const args[] = {
+        "--arch qwen2 --dim 512 --heads 8 --kv-heads 2",
+        "--arch qwen3 --dim 512 --heads 8 --kv-heads 4 --head-dim 96 --norm-std 0.2",
+        "--arch gemma2 --dim 512 --heads 4 --kv-heads 2 --head-dim 256 --swa 24 --softcap 20,10 "
+        "--norm-std 0.2",
+        "--arch gemma3 --dim 512 --layers 7 --heads 8 --kv-heads 1 --head-dim 80 --swa 40 "
+        "--norm-std 0.2",
+        "--arch phi3 --dim 512 --heads 8 --kv-heads 8 --swa 50",
+    };
+    char path[1024], full[512];
+    rs_model *m;
+    if (stories(path, sizeof(path)) != NULL) { /* skip before making models when no device */
+        int rc = load_gpu(path, &m);
+        if (rc != 0)
+            return rc;
+        rs_model_destroy(&m);
+    }
+    for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++) {
+        snprintf(full, sizeof(full), "--layers 4 --ffn 1024 --vocab 4096 --ctx 512 --type f16 "
+                 "--seed 9 %s", args[i]);
+        RS_CHECK(tu_mkmodel("arch-f16", full, path, sizeof(path)) != NULL);
+        int rc = mixed_batches(path, TOL_F16, args[i]);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int read_ids(int32_t *ids, int cap)
 {
     char path[1024];
@@ -678,6 +789,8 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_logits_match_cpu_768_f16),
     RS_TEST(test_logits_match_cpu_768_bf16),
     RS_TEST(test_logits_match_cpu_768_q8_0),
+    RS_TEST(test_arch_refdata_cuda_matches_cpu_and_llama_cpp),
+    RS_TEST(test_arch_random_shapes_cuda_matches_cpu),
     RS_TEST(test_greedy_stories260k_text_with_device_sampling),
     RS_TEST(test_device_sampler_equals_cpu_sampler),
     RS_TEST(test_deterministic_mode_is_batch_invariant),

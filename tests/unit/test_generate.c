@@ -3,8 +3,11 @@
  * ringserve-generate as a user runs it (a real process): greedy generation
  * from BOS on stories260K prints exactly the bytes llama2.c published
  * (refdata expected/stories260K.greedy-n256.txt) and, with --ids, exactly the
- * derived .ids file; every bad argument exits 2, a bad model file exits 1.
+ * derived .ids file; --prompt-ids and --logits-out reproduce llama.cpp's
+ * logits and greedy ids on a refdata/arch model; every bad argument exits
+ * 2, a bad model file exits 1.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +102,53 @@ static int test_sampling_with_seed_is_reproducible(void)
     return 0;
 }
 
+/*
+ * --prompt-ids and --logits-out on a refdata/arch model: the logits of every
+ * prompt position equal llama.cpp's within the README's F32 tolerance, and
+ * the greedy ids that follow are llama.cpp's (until an end-of-generation id,
+ * where the tool stops and the oracle does not).
+ */
+static int test_prompt_ids_and_logits_out(void)
+{
+    char model[1024], ids[1024], lref[1024], gref[1024], out[512], cmd[4096];
+    if (rs_test_refdata("arch/qwen2.gguf", model, sizeof(model)) == NULL ||
+        rs_test_refdata("arch/qwen2.seq16.ids", ids, sizeof(ids)) == NULL ||
+        rs_test_refdata("arch/qwen2.seq16.logits.f32", lref, sizeof(lref)) == NULL ||
+        rs_test_refdata("arch/qwen2.seq16.greedy.ids", gref, sizeof(gref)) == NULL)
+        return RS_TEST_SKIP;
+    static char text[1024], got[4096], want[4096];
+    long n = read_file(ids, text, sizeof(text) - 1);
+    RS_CHECK(n > 0);
+    text[n] = '\0';
+    for (char *p = text; *p; p++)
+        *p = *p == ' ' ? ',' : *p == '\n' ? '\0' : *p;
+    snprintf(out, sizeof(out), "%s/logits.f32", rs_test_tmpdir());
+    snprintf(cmd, sizeof(cmd), "-m '%s' --prompt-ids %s --logits-out '%s' -n 24 --temp 0 --ids",
+             model, text, out);
+    RS_CHECK(run_tool(cmd, got, sizeof(got), NULL) == 0);
+    static float a[16 * 512 + 1], b[16 * 512];
+    RS_CHECK(read_file(out, (char *)a, sizeof(a)) == (long)sizeof(b)); /* no more than 16 rows */
+    RS_CHECK(read_file(lref, (char *)b, sizeof(b)) == (long)sizeof(b));
+    double mx = 0;
+    for (size_t i = 0; i < 16 * 512; i++)
+        mx = mx > fabs((double)a[i] - b[i]) ? mx : fabs((double)a[i] - b[i]);
+    fprintf(stderr, "qwen2 seq16 through the tool: max |logit - llama.cpp| %.3g\n", mx);
+    RS_CHECK(mx < 1e-4);
+    RS_CHECK(read_file(gref, want, sizeof(want)) > 0);
+    const char *p = got, *q = want;
+    int k = 0;
+    for (;; k++) {
+        char *ep, *eq;
+        long x = strtol(p, &ep, 10), y = strtol(q, &eq, 10);
+        if (ep == p)
+            break;
+        RS_CHECK_MSG(eq != q && x == y, "greedy id %d: got %ld, want %ld", k, x, y);
+        p = ep, q = eq;
+    }
+    RS_CHECK(k > 0);
+    return 0;
+}
+
 static int test_bad_arguments_exit_2(void)
 {
     static const char *cases[] = {
@@ -118,6 +168,10 @@ static int test_bad_arguments_exit_2(void)
         "-m x -n",                           /* missing value */
         "-m x stray",                        /* stray argument */
         "-m x --seed 18446744073709551616",  /* above 2^64-1 */
+        "-m x --prompt-ids 1,,2",            /* empty item */
+        "-m x --prompt-ids 1,-2",            /* negative */
+        "-m x --prompt-ids 7x",              /* not a number */
+        "-m x -p hi --prompt-ids 1",         /* both prompts */
     };
     char out[256];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -144,6 +198,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_greedy_text_matches_published_bytes),
     RS_TEST(test_greedy_ids_match_expected),
     RS_TEST(test_sampling_with_seed_is_reproducible),
+    RS_TEST(test_prompt_ids_and_logits_out),
     RS_TEST(test_bad_arguments_exit_2),
     RS_TEST(test_unreadable_model_exits_1),
 };

@@ -210,8 +210,13 @@ static int test_gemm_accumulate_adds_to_output(void)
     return 0;
 }
 
-/* Attention over a paged cache with a scrambled block table, vs a double reference. */
-static int check_attention(enum kern_isa isa, uint32_t hd, uint32_t group, uint32_t npos)
+/*
+ * Attention over a paged cache with a scrambled block table, vs a double
+ * reference: positions first..npos-1 visible (a sliding window when first >
+ * 0), scores soft-capped when cap > 0.
+ */
+static int check_attention(enum kern_isa isa, uint32_t hd, uint32_t group, uint32_t first,
+                           uint32_t npos, float cap)
 {
     uint32_t bs = 4, nkv = 2, nblocks = (npos + bs - 1) / bs + 3;
     size_t stride = (size_t)nkv * bs * hd;
@@ -224,25 +229,28 @@ static int check_attention(enum kern_isa isa, uint32_t hd, uint32_t group, uint3
     struct kern_kv_layout lay = {k, v, stride, bs, hd};
     float scale = 1.0f / sqrtf((float)hd);
     uint32_t kvh = 1;
-    kern_attention(isa, &lay, table, kvh, group, npos, scale, q, scores, out);
+    struct kern_attn a = {first, npos, scale, cap};
+    kern_attention(isa, &lay, table, kvh, group, &a, q, scores, out);
     for (uint32_t g = 0; g < group; g++) {
         double s[512], mx = -1e300, sum = 0;
-        for (uint32_t t = 0; t < npos; t++) {
+        for (uint32_t t = first; t < npos; t++) {
             const float *kt = k + table[t / bs] * stride + ((size_t)kvh * bs + t % bs) * hd;
             double d = 0;
             for (uint32_t i = 0; i < hd; i++)
                 d += (double)q[g * hd + i] * kt[i];
             s[t] = d * scale;
+            if (cap > 0)
+                s[t] = cap * tanh(s[t] / cap);
             mx = s[t] > mx ? s[t] : mx;
         }
-        for (uint32_t t = 0; t < npos; t++)
+        for (uint32_t t = first; t < npos; t++)
             sum += (s[t] = exp(s[t] - mx));
         for (uint32_t i = 0; i < hd; i++) {
             double o = 0;
-            for (uint32_t t = 0; t < npos; t++)
+            for (uint32_t t = first; t < npos; t++)
                 o += s[t] / sum * v[table[t / bs] * stride + ((size_t)kvh * bs + t % bs) * hd + i];
-            RS_CHECK_MSG(fabs(o - out[g * hd + i]) < 1e-5, "%s hd%u g%u n%u: %g vs %g",
-                         kern_isa_name(isa), hd, g, npos, out[g * hd + i], o);
+            RS_CHECK_MSG(fabs(o - out[g * hd + i]) < 1e-5, "%s hd%u g%u [%u,%u) cap %g: %g vs %g",
+                         kern_isa_name(isa), hd, g, first, npos, (double)cap, out[g * hd + i], o);
         }
     }
     free(k), free(v), free(table), free(q), free(out), free(scores);
@@ -254,13 +262,33 @@ static int test_attention_matches_reference(void)
     static const uint32_t cases[][3] = {{8, 2, 1}, {8, 2, 37}, {24, 1, 13}, {64, 4, 200}, {6, 3, 9}};
     for (int isa = 0; isa <= (have_avx2() ? 1 : 0); isa++)
         for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
-            if (check_attention((enum kern_isa)isa, cases[c][0], cases[c][1], cases[c][2]) != 0)
+            if (check_attention((enum kern_isa)isa, cases[c][0], cases[c][1], 0, cases[c][2],
+                                0.0f) != 0)
                 return 1;
     return 0;
 }
 
-/* RoPE on adjacent pairs with base, linear scale and per-frequency factors, vs double math. */
-static int test_rope_rotates_adjacent_pairs(void)
+/* Sliding windows starting inside a block, on a block boundary, of one position; soft-caps. */
+static int test_attention_window_and_softcap_match_reference(void)
+{
+    static const uint32_t cases[][4] = {{8, 2, 5, 37}, {32, 2, 8, 16}, {24, 1, 12, 13},
+                                        {72, 4, 101, 200}, {6, 3, 3, 9}, {16, 2, 0, 30}};
+    static const float caps[] = {0.0f, 2.0f, 50.0f};
+    for (int isa = 0; isa <= (have_avx2() ? 1 : 0); isa++)
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+            for (size_t j = 0; j < sizeof(caps) / sizeof(caps[0]); j++)
+                if (check_attention((enum kern_isa)isa, cases[c][0], cases[c][1], cases[c][2],
+                                    cases[c][3], caps[j]) != 0)
+                    return 1;
+    return 0;
+}
+
+/*
+ * RoPE with base, linear scale and per-frequency factors, vs double math:
+ * pair i is (2i, 2i+1) in the normal pairing, (i, i + rope/2) in NEOX; the
+ * dims past rope_dim are untouched.
+ */
+static int check_rope(int neox)
 {
     uint32_t hd = 12, rope = 8, heads = 3;
     float ff[4] = {1.0f, 2.0f, 4.0f, 8.0f}, cs[8];
@@ -269,23 +297,62 @@ static int test_rope_rotates_adjacent_pairs(void)
         memcpy(y, x, heads * hd * 4);
         uint32_t pos = 37;
         kern_rope_table(pos, rope, 500.0f, 0.25f, with_ff ? ff : NULL, cs);
-        /* Two column ranges, as two threads would split them. */
-        kern_rope_apply(y, 0, 16, hd, rope, cs);
-        kern_rope_apply(y, 16, heads * hd, hd, rope, cs);
         for (uint32_t h = 0; h < heads; h++)
-            for (uint32_t i = 0; i < hd; i += 2) {
-                const float *a = x + h * hd + i;
-                const float *b = y + h * hd + i;
-                if (i >= rope) {
-                    RS_CHECK(b[0] == a[0] && b[1] == a[1]);
-                    continue;
-                }
-                double th = pos * 0.25 * pow(500.0, -(double)i / rope) / (with_ff ? ff[i / 2] : 1);
-                double e0 = a[0] * cos(th) - a[1] * sin(th), e1 = a[0] * sin(th) + a[1] * cos(th);
-                RS_CHECK_MSG(fabs(b[0] - e0) < 1e-6 && fabs(b[1] - e1) < 1e-6, "h%u i%u", h, i);
+            kern_rope_head(y + h * hd, rope, neox, cs);
+        for (uint32_t h = 0; h < heads; h++) {
+            for (uint32_t i = rope; i < hd; i++)
+                RS_CHECK(y[h * hd + i] == x[h * hd + i]);
+            for (uint32_t i = 0; i < rope / 2; i++) {
+                uint32_t i0 = neox ? i : 2 * i, i1 = neox ? i + rope / 2 : 2 * i + 1;
+                const float *a = x + h * hd, *b = y + h * hd;
+                double th = pos * 0.25 * pow(500.0, -2.0 * i / rope) / (with_ff ? ff[i] : 1);
+                double e0 = a[i0] * cos(th) - a[i1] * sin(th);
+                double e1 = a[i0] * sin(th) + a[i1] * cos(th);
+                RS_CHECK_MSG(fabs(b[i0] - e0) < 1e-6 && fabs(b[i1] - e1) < 1e-6, "neox %d h%u i%u",
+                             neox, h, i);
             }
+        }
         free(x), free(y);
     }
+    return 0;
+}
+
+static int test_rope_rotates_adjacent_pairs(void)
+{
+    return check_rope(0);
+}
+
+static int test_rope_neox_rotates_halves(void)
+{
+    return check_rope(1);
+}
+
+/* GeGLU (tanh GELU) in both variants vs double math; the final-logit soft-cap too. */
+static int test_geglu_and_softcap_match_reference(void)
+{
+    uint32_t n = 77;
+    float *g0 = rand_vec(n), *u = rand_vec(n), *g = malloc(n * 4);
+    for (uint32_t i = 0; i < n; i++)
+        g0[i] *= 6.0f; /* both tails of the GELU */
+    for (int isa = 0; isa <= (have_avx2() ? 1 : 0); isa++) {
+        memcpy(g, g0, n * 4);
+        kern_geglu((enum kern_isa)isa, g, u, 29);
+        kern_geglu((enum kern_isa)isa, g + 29, u + 29, n - 29);
+        for (uint32_t i = 0; i < n; i++) {
+            double x = g0[i];
+            double e = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+            RS_CHECK_MSG(fabs(g[i] - e) <= 2e-6 * (1 + fabs(e)), "%s %u: %g vs %g",
+                         kern_isa_name((enum kern_isa)isa), i, g[i], e);
+        }
+    }
+    for (int isa = 0; isa <= (have_avx2() ? 1 : 0); isa++) {
+        memcpy(g, g0, n * 4);
+        kern_softcap((enum kern_isa)isa, g, n, 3.0f);
+        for (uint32_t i = 0; i < n; i++)
+            RS_CHECK_MSG(fabs(g[i] - 3.0 * tanh(g0[i] / 3.0)) < 1e-6, "%s %u",
+                         kern_isa_name((enum kern_isa)isa), i);
+    }
+    free(g0), free(u), free(g);
     return 0;
 }
 
@@ -373,6 +440,9 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_gemm_accumulate_adds_to_output),
     RS_TEST(test_attention_matches_reference),
     RS_TEST(test_rope_rotates_adjacent_pairs),
+    RS_TEST(test_rope_neox_rotates_halves),
+    RS_TEST(test_geglu_and_softcap_match_reference),
+    RS_TEST(test_attention_window_and_softcap_match_reference),
     RS_TEST(test_rmsnorm_and_swiglu_match_reference),
     RS_TEST(test_widen_matches_reference_dequantizer),
     RS_TEST(test_isa_detection_is_consistent),

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ringserve-mkmodel, run as a real process: the llama tensor names, shapes,
- * types and metadata it writes; the byte-level vocab; determinism per seed
+ * types and metadata it writes, and those of every other --arch; the byte-level vocab; determinism per seed
  * and weight statistics; --vocab-from; the engine loading and running what it
  * makes; and exit status 2 with a message for every bad argument.
  */
@@ -91,6 +91,67 @@ static int test_writes_llama_layout_and_metadata(void)
         RS_CHECK(norm[i] == 1.0f);
     rs_gguf_close(&g);
     unlink(out);
+    return 0;
+}
+
+/* --arch: each architecture's extra tensors and keys, as llama.cpp's converters write them. */
+static int test_writes_arch_layouts(void)
+{
+    static const struct {
+        const char *arch;
+        const char *present[4], *absent[3], *key;
+        uint32_t n_tensors; /* 2 layers */
+    } cases[] = {
+        {"qwen2", {"blk.1.attn_q.bias", "blk.1.attn_k.bias", "blk.1.attn_v.bias", "output.weight"},
+         {"blk.0.attn_q_norm.weight", NULL, NULL}, "qwen2.attention.head_count_kv", 3 + 2 * 12},
+        {"qwen3", {"blk.0.attn_q_norm.weight", "blk.1.attn_k_norm.weight", NULL, NULL},
+         {"blk.0.attn_q.bias", NULL, NULL}, "qwen3.attention.key_length", 3 + 2 * 11},
+        {"gemma2", {"blk.0.post_attention_norm.weight", "blk.1.post_ffw_norm.weight", NULL, NULL},
+         {"output.weight", "blk.0.attn_q_norm.weight", NULL}, "gemma2.attn_logit_softcapping",
+         2 + 2 * 11},
+        {"gemma3", {"blk.0.post_ffw_norm.weight", "blk.1.attn_q_norm.weight", NULL, NULL},
+         {"blk.0.attn_q.bias", NULL, NULL}, "gemma3.attention.sliding_window", 3 + 2 * 13},
+        {"phi3", {"blk.0.attn_qkv.weight", "output.weight", NULL, NULL},
+         {"blk.0.attn_q.weight", "blk.0.ffn_gate.weight", NULL},
+         "phi3.rope.scaling.original_context_length", 3 + 2 * 6},
+    };
+    char out[512], err[256];
+    mkmodel_tmp("a.gguf", out, sizeof(out));
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const char *args[] = {"-o", out, "--arch", cases[c].arch, "--dim", "64", "--layers", "2",
+                              "--heads", "4", "--kv-heads", "2", "--head-dim", "24", "--ffn",
+                              "96", "--vocab", "300", NULL};
+        RS_CHECK(make(args) == 0);
+        rs_gguf *g;
+        RS_CHECK_MSG(rs_gguf_open(out, &g, err, sizeof(err)) == RS_OK, "%s", err);
+        for (int i = 0; i < 4 && cases[c].present[i] != NULL; i++)
+            RS_CHECK_MSG(rs_gguf_find_tensor(g, cases[c].present[i]) >= 0, "%s: no %s",
+                         cases[c].arch, cases[c].present[i]);
+        for (int i = 0; i < 3 && cases[c].absent[i] != NULL; i++)
+            RS_CHECK_MSG(rs_gguf_find_tensor(g, cases[c].absent[i]) < 0, "%s: has %s",
+                         cases[c].arch, cases[c].absent[i]);
+        RS_CHECK_MSG(rs_gguf_find_key(g, cases[c].key) >= 0, "%s: no %s", cases[c].arch,
+                     cases[c].key);
+        RS_CHECK_MSG(rs_gguf_n_tensors(g) == cases[c].n_tensors, "%s: %llu tensors",
+                     cases[c].arch, (unsigned long long)rs_gguf_n_tensors(g));
+        char key[96];
+        snprintf(key, sizeof(key), "%s.attention.value_length", cases[c].arch);
+        RS_CHECK(check_u32(g, key, 24) == 0);
+        /* head_dim 24 x 4 heads = 96 query rows (not dim 64); phi3 fuses Q|K|V = 96 + 2 x 48. */
+        if (strcmp(cases[c].arch, "phi3") == 0)
+            RS_CHECK(check_tensor(g, "blk.1.attn_qkv.weight", RS_GGML_F32, 64, 192) == 0 &&
+                     check_tensor(g, "blk.1.ffn_up.weight", RS_GGML_F32, 64, 192) == 0);
+        else
+            RS_CHECK(check_tensor(g, "blk.1.attn_q.weight", RS_GGML_F32, 64, 96) == 0);
+        RS_CHECK(check_tensor(g, "blk.1.attn_output.weight", RS_GGML_F32, 96, 64) == 0);
+        rs_gguf_close(&g);
+        rs_model *m;
+        RS_CHECK_MSG(rs_model_load(out, NULL, &m, err, sizeof(err)) == RS_OK, "%s: %s",
+                     cases[c].arch, err);
+        RS_CHECK(strcmp(rs_model_hparams(m)->arch, cases[c].arch) == 0);
+        rs_model_destroy(&m);
+        unlink(out);
+    }
     return 0;
 }
 
@@ -327,7 +388,7 @@ static int test_bad_arguments_exit_2(void)
     mkmodel_tmp("bad.gguf", out, sizeof(out));
     static const struct {
         const char *needle;
-        const char *args[16];
+        const char *args[20];
     } cases[] = {
         {"-o", {"--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8", "--vocab", "300"}},
         {"--dim", {"-o", "X", "--dim", "0", "--layers", "1", "--heads", "1", "--ffn", "8"}},
@@ -352,6 +413,16 @@ static int test_bad_arguments_exit_2(void)
                     "--vocab", "300", "--seed", "-4"}},
         {"--ctx", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
                    "--vocab", "300", "--ctx", "0"}},
+        {"--arch", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
+                    "--vocab", "300", "--arch", "mamba"}},
+        {"--tied", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
+                    "--vocab", "300", "--arch", "phi3", "--tied"}},
+        {"--swa", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
+                   "--vocab", "300", "--swa", "4"}},
+        {"--softcap", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
+                       "--vocab", "300", "--arch", "gemma2", "--softcap", "2"}},
+        {"--head-dim", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
+                        "--vocab", "300", "--head-dim", "0"}},
         {"--bogus", {"-o", "X", "--bogus"}},
         {"needs a value", {"-o", "X", "--dim"}},
         {"unexpected", {"-o", "X", "stray"}},
@@ -361,7 +432,7 @@ static int test_bad_arguments_exit_2(void)
                           "--vocab-from", "/nonexistent.gguf"}},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        const char *args[16];
+        const char *args[20];
         memcpy(args, cases[i].args, sizeof(args));
         for (int j = 0; args[j] != NULL; j++)
             if (strcmp(args[j], "X") == 0)
@@ -564,6 +635,7 @@ static int test_q8_0_falls_back_to_f16_for_partial_blocks(void)
 
 static const struct rs_test_case cases[] = {
     RS_TEST(test_writes_llama_layout_and_metadata),
+    RS_TEST(test_writes_arch_layouts),
     RS_TEST(test_byte_vocab_contents),
     RS_TEST(test_seeded_weights_are_deterministic_and_scaled),
     RS_TEST(test_types_share_the_seeded_weights),

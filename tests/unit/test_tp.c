@@ -127,6 +127,17 @@ static int test_tp_matches_tp1_random_q8_0_gqa(void)
     return compare_tp(path, "random Q8_0 GQA");
 }
 
+/* Post norms (the Wo / Wdown sums normalized before the residual) and windows shard too. */
+static int test_tp_matches_tp1_gemma3_post_norms(void)
+{
+    char path[1024];
+    RS_CHECK(tu_mkmodel("tp-g3",
+                        "--arch gemma3 --dim 128 --layers 6 --heads 4 --kv-heads 4 --head-dim 32 "
+                        "--ffn 256 --vocab 300 --swa 7 --norm-std 0.2 --type f32 --seed 5",
+                        path, sizeof(path)) != NULL);
+    return compare_tp(path, "random gemma3");
+}
+
 /* Logits of sequence 0 over a prefill then 3 decodes, alone or beside 3 companions. */
 static int seq0(rs_model *m, int companions, float *out)
 {
@@ -203,6 +214,7 @@ static int test_uneven_shards_are_refused(void)
 static const struct rs_test_case cases[] = {
     RS_TEST(test_tp_matches_tp1_stories260k),
     RS_TEST(test_tp_matches_tp1_random_q8_0_gqa),
+    RS_TEST(test_tp_matches_tp1_gemma3_post_norms),
     RS_TEST(test_tp_is_batch_and_thread_invariant),
     RS_TEST(test_uneven_shards_are_refused),
 };
