@@ -36,7 +36,7 @@
 #include "ipc/shm.h"
 #include "ipc/table.h"
 #include "ipc/wire.h"
-#include "launcherd/engine/sampler.h"
+#include "common/sampling.h"
 #include "common/detok.h"
 #include "common/stopstr.h"
 
@@ -121,10 +121,6 @@ int rs_pipe_parse_option(struct rs_pipe_config *c, char *rundir, size_t rundir_l
 
 /* Help text for the shared options (static). */
 const char *rs_pipe_options_help(void);
-
-/* Default runtime directory for ipc:// endpoints: $RINGSERVE_RUNDIR, else
- * $XDG_RUNTIME_DIR/ringserve-<instance>, else /tmp/ringserve-<uid>-<instance>. */
-void rs_pipe_default_rundir(const char *instance, char *out, size_t cap);
 
 /* --- request record ---------------------------------------------------------------------- */
 
@@ -218,7 +214,7 @@ struct rs_pipe_req {
  * values are those the sampler reports (launcherd/engine/sampler.h).
  */
 #define RS_PIPE_LP_CHUNK_WORDS 2048u              /* 8 KiB chunks */
-#define RS_PIPE_LP_MAX_TOP RS_SAMPLER_MAX_LOGPROBS /* == RS_WIRE_LOGPROBS_MAX */
+#define RS_PIPE_LP_MAX_TOP RS_SAMPLING_MAX_LOGPROBS /* == RS_WIRE_LOGPROBS_MAX */
 #define RS_PIPE_LP_POOL_BYTES (16ull << 20)       /* region size unless one request needs more */
 
 /* Words of one logprob entry with n_top alternatives. */

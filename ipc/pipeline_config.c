@@ -133,18 +133,6 @@ int rs_pipe_parse_option(struct rs_pipe_config *c, char *rundir, size_t rundir_l
     return 1;
 }
 
-void rs_pipe_default_rundir(const char *instance, char *out, size_t cap)
-{
-    const char *env = getenv("RINGSERVE_RUNDIR");
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    if (env != NULL && env[0] != '\0')
-        snprintf(out, cap, "%s", env);
-    else if (xdg != NULL && xdg[0] == '/')
-        snprintf(out, cap, "%s/ringserve-%s", xdg, instance);
-    else
-        snprintf(out, cap, "/tmp/ringserve-%u-%s", (unsigned)getuid(), instance);
-}
-
 /* Reads n_vocab and the trained context length from the model's metadata. */
 static rs_err read_model_facts(const char *path, uint32_t *n_vocab, uint32_t *ctx, char *err,
                                size_t err_len)

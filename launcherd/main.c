@@ -160,7 +160,7 @@ static int parse_args(int argc, char **argv, struct rs_pipe_config *cfg, char *r
         }
     }
     if (rundir[0] == '\0')
-        rs_pipe_default_rundir(cfg->instance, rundir, rundir_len);
+        rs_rundir_default(cfg->instance, rundir, rundir_len);
     if (rs_pipe_config_resolve(cfg, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "launcherd: %s\n", err);
         return -1;

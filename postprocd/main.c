@@ -147,7 +147,7 @@ static int open_all(struct postd *d, struct args *a, void *zctx)
         return 1;
     }
     if (a->rundir[0] == '\0')
-        rs_pipe_default_rundir(a->cfg.instance, a->rundir, sizeof(a->rundir));
+        rs_rundir_default(a->cfg.instance, a->rundir, sizeof(a->rundir));
     rc = rs_rundir_prepare(a->rundir, a->front.group[0] ? a->front.group : NULL);
     if (rc != RS_OK)
         snprintf(err, sizeof(err), "runtime directory %s: %s (see above)", a->rundir,

@@ -129,7 +129,7 @@ int main(int argc, char **argv)
     if ((a = rs_place_daemon("schedulerd", RS_PLACE_OTHER, &place)) != 0)
         return a;
     if (rundir[0] == '\0')
-        rs_pipe_default_rundir(cfg.instance, rundir, sizeof(rundir));
+        rs_rundir_default(cfg.instance, rundir, sizeof(rundir));
     struct rs_pipe *p = NULL;
     rs_err rc = rs_pipe_open(&cfg, RS_PIPE_STAGE_SCHEDULERD, &p, err, sizeof(err));
     if (rc != RS_OK) {

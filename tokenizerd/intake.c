@@ -107,12 +107,9 @@ static void fill_record(struct tokd *t, struct rs_pipe_req *r, int tcp,
     uint32_t room = t->p->cfg.n_ctx - n_prompt;
     r->max_tokens = g->max_tokens != 0 && g->max_tokens < room ? g->max_tokens : room;
     r->priority = g->priority;
-    r->sampling = (struct rs_sampling_params){
-        .temperature = g->temperature, .top_k = g->top_k, .top_p = g->top_p, .min_p = g->min_p,
-        .repetition_penalty = g->repetition_penalty, .presence_penalty = g->presence_penalty,
-        .frequency_penalty = g->frequency_penalty,
-        .seed = (g->has & RS_WIRE_GEN_SEED) ? g->seed : pick_seed(),
-        .n_logprobs = (int32_t)g->logprobs};
+    rs_wire_generate_sampling(g, &r->sampling);
+    if (!(g->has & RS_WIRE_GEN_SEED))
+        r->sampling.seed = pick_seed();
     r->n_stop_ids = g->n_stop_ids;
     for (uint32_t i = 0; i < g->n_stop_ids; i++)
         r->stop_ids[i] = (int32_t)g->stop_ids[i];

@@ -94,7 +94,7 @@ static int open_all(struct tokd *t, struct args *a, void *zctx)
         return 1;
     }
     if (a->rundir[0] == '\0')
-        rs_pipe_default_rundir(a->cfg.instance, a->rundir, sizeof(a->rundir));
+        rs_rundir_default(a->cfg.instance, a->rundir, sizeof(a->rundir));
     rc = rs_rundir_prepare(a->rundir, a->front.group[0] ? a->front.group : NULL);
     if (rc == RS_OK && (rc = rs_pipe_doors_open(&t->doors, zctx, a->rundir,
                                                 RS_PIPE_STAGE_TOKENIZERD)) != RS_OK)
