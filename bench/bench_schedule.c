@@ -27,6 +27,7 @@
 #include "ipc/pipeline_door.h"
 #include "ipc/rundir.h"
 #include "ipc/wire_server.h"
+#include "tests/pipeline_harness.h"
 
 struct opts {
     uint32_t running, waiting, steps, prompt, min_out, max_out, ctx;
@@ -249,7 +250,7 @@ static int setup(struct drv *d)
     c->max_batched_tokens = o->running + 1024;
     c->max_requests = 2 * (o->running + o->waiting) + 64;
     c->n_kv_blocks = o->running * ((o->prompt + o->max_out + 15) / 16) * 5 / 4 + 64;
-    if (rs_pipe_config_resolve(c, err, sizeof(err)) != RS_OK) {
+    if (rs_harness_config_resolve(c, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "bench_schedule: %s\n", err);
         return -1;
     }

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/gguf_facts.h"
 #include "common/metrics.h"
 #include "ipc/arena.h"
 #include "ipc/ring.h"
@@ -102,12 +103,14 @@ struct rs_pipe_config {
 void rs_pipe_config_default(struct rs_pipe_config *c);
 
 /*
- * Completes c from the model file: n_vocab, n_ctx (the model's context when
- * 0, else checked against it), model_bytes, the absolute model path, and the
- * derived sizes; validates every field. RS_OK or RS_EINVAL / RS_EIO with a
- * message naming the field in err.
+ * Completes c from the model file's facts m (read by the daemon with
+ * rs_gguf_facts_read, so this opens no file): the absolute model path,
+ * model_bytes, n_vocab, n_ctx (the model's context when 0, else checked
+ * against it), and the derived sizes; validates every field. RS_OK or
+ * RS_EINVAL with a message naming the field in err.
  */
-rs_err rs_pipe_config_resolve(struct rs_pipe_config *c, char *err, size_t err_len);
+rs_err rs_pipe_config_resolve(struct rs_pipe_config *c, const struct rs_gguf_facts *m, char *err,
+                              size_t err_len);
 
 /*
  * Parses one shared command-line option (`--instance`, `--model`, `--ctx`,

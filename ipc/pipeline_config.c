@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/gguf.h"
 
 void rs_pipe_config_default(struct rs_pipe_config *c)
 {
@@ -133,39 +132,6 @@ int rs_pipe_parse_option(struct rs_pipe_config *c, char *rundir, size_t rundir_l
     return 1;
 }
 
-/* Reads n_vocab and the trained context length from the model's metadata. */
-static rs_err read_model_facts(const char *path, uint32_t *n_vocab, uint32_t *ctx, char *err,
-                               size_t err_len)
-{
-    rs_gguf *g;
-    rs_err rc = rs_gguf_open(path, &g, err, err_len);
-    if (rc != RS_OK)
-        return rc;
-    struct rs_gguf_str arch;
-    char key[160];
-    enum rs_gguf_type et;
-    uint64_t n = 0;
-    *ctx = 0;
-    if (rs_gguf_get_str(g, "general.architecture", &arch) == RS_OK && arch.len < 64) {
-        snprintf(key, sizeof(key), "%.*s.context_length", (int)arch.len, arch.ptr);
-        if (rs_gguf_get_u32(g, key, ctx) != RS_OK)
-            *ctx = 0;
-    }
-    if (rs_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n) != RS_OK || n == 0 ||
-        n > INT32_MAX) {
-        snprintf(err, err_len, "%s: no tokenizer.ggml.tokens vocabulary", path);
-        rs_gguf_close(&g);
-        return RS_EINVAL;
-    }
-    *n_vocab = (uint32_t)n;
-    rs_gguf_close(&g);
-    if (*ctx == 0) {
-        snprintf(err, err_len, "%s: no <arch>.context_length in the metadata; pass --ctx", path);
-        return RS_EINVAL;
-    }
-    return RS_OK;
-}
-
 static rs_err check_sizes(struct rs_pipe_config *c, char *err, size_t err_len)
 {
     if (c->max_batched_tokens < c->max_seqs) {
@@ -193,33 +159,31 @@ static rs_err check_sizes(struct rs_pipe_config *c, char *err, size_t err_len)
     return RS_OK;
 }
 
-rs_err rs_pipe_config_resolve(struct rs_pipe_config *c, char *err, size_t err_len)
+rs_err rs_pipe_config_resolve(struct rs_pipe_config *c, const struct rs_gguf_facts *m, char *err,
+                              size_t err_len)
 {
-    if (c->model_path[0] == '\0') {
-        snprintf(err, err_len, "no model: pass --model PATH");
+    if (m->path[0] == '\0' || strlen(m->path) >= sizeof(c->model_path)) {
+        snprintf(err, err_len, "model path empty or longer than %zu bytes",
+                 sizeof(c->model_path) - 1);
         return RS_EINVAL;
     }
-    char abs[PATH_MAX];
-    struct stat st;
-    if (realpath(c->model_path, abs) == NULL || stat(abs, &st) != 0) {
-        snprintf(err, err_len, "model %s: %s", c->model_path, strerror(errno));
-        return RS_EIO;
-    }
-    if (strlen(abs) >= sizeof(c->model_path)) {
-        snprintf(err, err_len, "model path %s is too long", abs);
+    if (m->n_vocab == 0 || m->n_vocab > INT32_MAX) {
+        snprintf(err, err_len, "%s: vocabulary size %u not in 1..2^31-1", m->path, m->n_vocab);
         return RS_EINVAL;
     }
-    snprintf(c->model_path, sizeof(c->model_path), "%s", abs);
-    c->model_bytes = (uint64_t)st.st_size;
-    uint32_t model_ctx;
-    rs_err rc = read_model_facts(c->model_path, &c->n_vocab, &model_ctx, err, err_len);
-    if (rc != RS_OK)
-        return rc;
+    snprintf(c->model_path, sizeof(c->model_path), "%s", m->path);
+    c->model_bytes = m->bytes;
+    c->n_vocab = m->n_vocab;
+    if (c->n_ctx == 0 && m->n_ctx_train == 0) {
+        snprintf(err, err_len, "%s: no <arch>.context_length in the metadata; pass --ctx",
+                 m->path);
+        return RS_EINVAL;
+    }
     if (c->n_ctx == 0)
-        c->n_ctx = model_ctx;
-    if (c->n_ctx > model_ctx) {
+        c->n_ctx = m->n_ctx_train;
+    if (m->n_ctx_train != 0 && c->n_ctx > m->n_ctx_train) {
         snprintf(err, err_len, "--ctx %u exceeds the model's context length %u", c->n_ctx,
-                 model_ctx);
+                 m->n_ctx_train);
         return RS_EINVAL;
     }
     return check_sizes(c, err, err_len);

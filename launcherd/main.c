@@ -161,7 +161,13 @@ static int parse_args(int argc, char **argv, struct rs_pipe_config *cfg, char *r
     }
     if (rundir[0] == '\0')
         rs_rundir_default(cfg->instance, rundir, rundir_len);
-    if (rs_pipe_config_resolve(cfg, err, sizeof(err)) != RS_OK) {
+    struct rs_gguf_facts facts;
+    if (cfg->model_path[0] == '\0') {
+        fprintf(stderr, "launcherd: no model: pass --model PATH\n");
+        return -1;
+    }
+    if (rs_gguf_facts_read(cfg->model_path, &facts, err, sizeof(err)) != RS_OK ||
+        rs_pipe_config_resolve(cfg, &facts, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "launcherd: %s\n", err);
         return -1;
     }

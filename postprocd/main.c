@@ -135,7 +135,12 @@ static rs_err alloc_scratch(struct postd *d)
 static int open_all(struct postd *d, struct args *a, void *zctx)
 {
     char err[512];
-    rs_err rc = rs_pipe_config_resolve(&a->cfg, err, sizeof(err));
+    struct rs_gguf_facts facts;
+    rs_err rc = RS_EINVAL;
+    if (a->cfg.model_path[0] == '\0')
+        snprintf(err, sizeof(err), "no model: pass --model PATH");
+    else if ((rc = rs_gguf_facts_read(a->cfg.model_path, &facts, err, sizeof(err))) == RS_OK)
+        rc = rs_pipe_config_resolve(&a->cfg, &facts, err, sizeof(err));
     if (rc == RS_OK)
         rc = rs_vocab_load_file(a->cfg.model_path, &d->vocab, err, sizeof(err));
     if (rc == RS_OK)

@@ -65,7 +65,13 @@ static int parse_args(int argc, char **argv, struct rs_pipe_config *cfg, char *r
             return 2;
         }
     }
-    if (rs_pipe_config_resolve(cfg, err, sizeof(err)) != RS_OK) {
+    struct rs_gguf_facts facts;
+    if (cfg->model_path[0] == '\0') {
+        fprintf(stderr, "schedulerd: no model: pass --model PATH\n");
+        return 2;
+    }
+    if (rs_gguf_facts_read(cfg->model_path, &facts, err, sizeof(err)) != RS_OK ||
+        rs_pipe_config_resolve(cfg, &facts, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "schedulerd: %s\n", err);
         return 2;
     }

@@ -77,7 +77,12 @@ static int parse_args(int argc, char **argv, struct args *a)
 static int open_all(struct tokd *t, struct args *a, void *zctx)
 {
     char err[512];
-    rs_err rc = rs_pipe_config_resolve(&a->cfg, err, sizeof(err));
+    struct rs_gguf_facts facts;
+    rs_err rc = RS_EINVAL;
+    if (a->cfg.model_path[0] == '\0')
+        snprintf(err, sizeof(err), "no model: pass --model PATH");
+    else if ((rc = rs_gguf_facts_read(a->cfg.model_path, &facts, err, sizeof(err))) == RS_OK)
+        rc = rs_pipe_config_resolve(&a->cfg, &facts, err, sizeof(err));
     if (rc == RS_OK)
         rc = rs_vocab_load_file(a->cfg.model_path, &t->vocab, err, sizeof(err));
     if (rc == RS_OK && (rc = rs_tokenizer_create(t->vocab, &t->tok)) != RS_OK)

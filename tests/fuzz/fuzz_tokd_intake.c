@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "tokenizerd/tokd.h"
+#include "tests/pipeline_harness.h"
 
 #define FUZZ_ASSERT(c)                                                                     \
     do {                                                                                   \
@@ -50,7 +51,7 @@ static int setup(void)
     if (access(cfg.model_path, R_OK) != 0)
         return -1;
     rs_log_set_level(RS_LOG_ERROR);
-    FUZZ_ASSERT(rs_pipe_config_resolve(&cfg, err, sizeof(err)) == RS_OK);
+    FUZZ_ASSERT(rs_harness_config_resolve(&cfg, err, sizeof(err)) == RS_OK);
     FUZZ_ASSERT(rs_vocab_load_file(cfg.model_path, &t.vocab, err, sizeof(err)) == RS_OK);
     FUZZ_ASSERT(rs_tokenizer_create(t.vocab, &t.tok) == RS_OK);
     FUZZ_ASSERT(rs_pipe_open(&cfg, RS_PIPE_STAGE_TOKENIZERD, &t.p, err, sizeof(err)) == RS_OK);

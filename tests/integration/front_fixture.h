@@ -37,6 +37,7 @@
 #include "ipc/zcert.h"
 #include "ipc/zsock.h"
 #include "tests/rs_test.h"
+#include "tests/pipeline_harness.h"
 
 struct fx_inst {
     struct rs_pipe_config cfg;
@@ -64,7 +65,7 @@ static inline int fx_inst_init(struct fx_inst *in, const char *model, uint32_t n
     in->cfg.n_kv_blocks = (n_ctx + 15) / 16 * 4;
     in->cfg.max_seqs = 4;
     in->cfg.max_batched_tokens = 64;
-    if (rs_pipe_config_resolve(&in->cfg, err, sizeof(err)) != RS_OK) {
+    if (rs_harness_config_resolve(&in->cfg, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "config: %s\n", err);
         return 1;
     }

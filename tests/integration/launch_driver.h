@@ -31,6 +31,7 @@
 #include "ipc/pipeline.h"
 #include "ipc/pipeline_door.h"
 #include "ipc/rundir.h"
+#include "tests/pipeline_harness.h"
 
 #define LD_MAX_SEQS 64
 #define LD_MAX_ARGS 32
@@ -100,7 +101,7 @@ static inline int ld_config(struct ld *d, const char *model, const char *tag, ui
     d->cfg.max_batched_tokens = max_batched;
     uint32_t mbps = (n_ctx + d->cfg.block_size - 1) / d->cfg.block_size;
     d->cfg.n_kv_blocks = kv_blocks != 0 ? kv_blocks : max_seqs * mbps;
-    if (rs_pipe_config_resolve(&d->cfg, err, sizeof(err)) != RS_OK)
+    if (rs_harness_config_resolve(&d->cfg, err, sizeof(err)) != RS_OK)
         return ld_fail("config", err);
     for (d->stride = 37; ld_gcd(d->stride, d->cfg.n_kv_blocks) != 1; d->stride += 2) {
     }

@@ -28,6 +28,7 @@
 #include "ipc/pipeline.h"
 #include "ipc/wire_server.h"
 #include "tests/rs_test.h"
+#include "tests/pipeline_harness.h"
 
 #define SFX_MAX_REQ 8192
 
@@ -95,7 +96,7 @@ static inline int sfx_open(struct sfx *f, struct rs_pipe_config *cfg)
 {
     char err[256];
     memset(f, 0, sizeof(*f));
-    if (rs_pipe_config_resolve(cfg, err, sizeof(err)) != RS_OK) {
+    if (rs_harness_config_resolve(cfg, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "resolve: %s\n", err);
         return 1;
     }

@@ -4,6 +4,7 @@
 
 #include "ipc/pipeline.h"
 #include "tests/rs_test.h"
+#include "tests/pipeline_harness.h"
 
 static int make_config(struct rs_pipe_config *c)
 {
@@ -16,7 +17,7 @@ static int make_config(struct rs_pipe_config *c)
     c->max_requests = 16;
     c->n_kv_blocks = 64;
     c->n_ctx = 128;
-    if (rs_pipe_config_resolve(c, err, sizeof(err)) != RS_OK) {
+    if (rs_harness_config_resolve(c, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "resolve: %s\n", err);
         return 1;
     }
@@ -106,7 +107,34 @@ static int test_batch_check_rejects_bad_records(void)
     return 0;
 }
 
+/* The configuration is completed from facts alone: no file is opened, so any facts will do. */
+static int test_config_resolves_from_facts_without_a_file(void)
+{
+    struct rs_pipe_config c;
+    struct rs_gguf_facts m = {.path = "/nonexistent/model.gguf", .bytes = 12345,
+                              .n_vocab = 1000, .n_ctx_train = 256};
+    char err[256];
+    rs_pipe_config_default(&c);
+    RS_CHECK_MSG(rs_pipe_config_resolve(&c, &m, err, sizeof(err)) == RS_OK, "%s", err);
+    RS_CHECK(strcmp(c.model_path, m.path) == 0 && c.model_bytes == 12345 && c.n_vocab == 1000);
+    RS_CHECK(c.n_ctx == 256 && c.max_blocks_per_seq == 16 && c.n_chunks > 0);
+    rs_pipe_config_default(&c);
+    c.n_ctx = 512; /* beyond the model's context */
+    RS_CHECK(rs_pipe_config_resolve(&c, &m, err, sizeof(err)) == RS_EINVAL);
+    RS_CHECK_MSG(strstr(err, "--ctx 512") != NULL, "%s", err);
+    m.n_ctx_train = 0; /* no context length in the file: --ctx decides, and is required */
+    RS_CHECK(rs_pipe_config_resolve(&c, &m, err, sizeof(err)) == RS_OK && c.n_ctx == 512);
+    rs_pipe_config_default(&c);
+    RS_CHECK(rs_pipe_config_resolve(&c, &m, err, sizeof(err)) == RS_EINVAL);
+    RS_CHECK_MSG(strstr(err, "pass --ctx") != NULL, "%s", err);
+    m.n_vocab = 0;
+    c.n_ctx = 64;
+    RS_CHECK(rs_pipe_config_resolve(&c, &m, err, sizeof(err)) == RS_EINVAL);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_config_resolves_from_facts_without_a_file),
     RS_TEST(test_every_stage_opens_one_segment),
     RS_TEST(test_config_mismatch_is_named),
     RS_TEST(test_batch_check_rejects_bad_records),
