@@ -19,8 +19,6 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "ipc/role_impl.h"
-#include "ipc/shm_impl.h"
 
 #define CFG_UNSET 0u
 #define CFG_WRITING 1u
@@ -110,19 +108,10 @@ static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N
  */
 static int segment_unformatted(const char *name, int *absent)
 {
-    char path[320];
-    snprintf(path, sizeof(path), "/dev/shm%s", name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    *absent = fd < 0 && errno == ENOENT;
-    if (fd < 0)
-        return 0;
-    struct stat st;
-    uint64_t magic = 1;
-    int young = fstat(fd, &st) == 0 &&
-                (st.st_size < (off_t)SHM_HDR_BYTES ||
-                 (pread(fd, &magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) && magic == 0));
-    close(fd);
-    return young;
+    struct rs_shm_info info;
+    rs_err rc = rs_shm_peek(name, &info);
+    *absent = rc == RS_ENOENT;
+    return rc == RS_EAGAIN;
 }
 
 /* Attaches, or creates when absent; a segment from an earlier boot is replaced. */
@@ -358,11 +347,9 @@ void rs_pipe_close(struct rs_pipe **pp)
 uint32_t rs_pipe_stage_inc(const struct rs_pipe *p, enum rs_pipe_stage stage)
 {
     /* The roles region lists the stages first, in enum order (role_names). */
-    if (p == NULL || p->shm == NULL || (unsigned)stage >= p->shm->n_roles)
+    if (p == NULL || (unsigned)stage >= RS_PIPE_N_STAGES)
         return 0;
-    uint64_t w = atomic_load_explicit(&roles_rec(p->shm->roles, (uint32_t)stage)->word,
-                                      memory_order_acquire);
-    return rs_sw_owner(w);
+    return rs_role_current_inc(p->shm, (uint32_t)stage);
 }
 
 rs_err rs_pipe_unlink(const char *instance)

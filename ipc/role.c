@@ -268,6 +268,13 @@ void rs_role_stop(rs_role **role)
     *role = NULL;
 }
 
+uint32_t rs_role_current_inc(const rs_shm *shm, uint32_t i)
+{
+    if (shm == NULL || i >= shm->n_roles)
+        return 0;
+    return rs_sw_owner(atomic_load_explicit(&roles_rec(shm->roles, i)->word, memory_order_acquire));
+}
+
 rs_err rs_role_info_at(const rs_shm *shm, uint32_t i, struct rs_role_info *out)
 {
     if (i >= shm->n_roles)

@@ -659,6 +659,55 @@ rs_err rs_shm_attach(const char *name, const struct rs_shm_region_spec *expect, 
     return RS_OK;
 }
 
+/* The header fields of info, from a header h of a segment of `size` bytes. */
+static void info_from_header(const struct shm_hdr *h, uint64_t size, struct rs_shm_info *out)
+{
+    char boot[40];
+    out->size = size;
+    out->layout_version = h->layout_version;
+    out->layout_hash = h->layout_hash;
+    out->epoch = h->epoch;
+    out->created_ns = h->created_ns;
+    out->creator_pid = h->creator_pid;
+    memcpy(out->boot_id, h->boot_id, sizeof(out->boot_id));
+    out->boot_id[sizeof(out->boot_id) - 1] = '\0';
+    read_boot_id(boot);
+    out->stale_boot = strncmp(boot, h->boot_id, sizeof(boot)) != 0;
+    out->ready = atomic_load_explicit(&h->state, memory_order_acquire) == SHM_READY;
+    out->incarnations = atomic_load_explicit(&h->incarnation, memory_order_relaxed);
+    out->n_regions = h->n_regions;
+}
+
+rs_err rs_shm_peek(const char *name, struct rs_shm_info *out)
+{
+    struct shm_hdr h;
+    memset(out, 0, sizeof(*out));
+    size_t n = name ? strlen(name) : 0;
+    if (n < 2 || n > 250 || name[0] != '/' || strchr(name + 1, '/') != NULL)
+        return RS_EINVAL;
+    int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return errno == ENOENT ? RS_ENOENT : RS_EIO;
+    struct stat st;
+    rs_err rc = RS_OK;
+    if (fstat(fd, &st) != 0)
+        rc = RS_EIO;
+    else if (!S_ISREG(st.st_mode))
+        rc = RS_EMISMATCH;
+    else if (st.st_size < (off_t)SHM_HDR_BYTES)
+        rc = RS_EAGAIN; /* created, not sized yet */
+    else if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+        rc = RS_EIO;
+    else if (h.magic != RS_SHM_MAGIC)
+        rc = h.magic == 0 ? RS_EAGAIN : RS_EMISMATCH; /* 0: sized, header not written yet */
+    close(fd);
+    if (rc != RS_OK)
+        return rc;
+    snprintf(out->name, sizeof(out->name), "%s", name);
+    info_from_header(&h, (uint64_t)st.st_size, out);
+    return RS_OK;
+}
+
 rs_err rs_shm_unlink(const char *name)
 {
     if (check_seg_name(name) != RS_OK)
@@ -748,23 +797,9 @@ rs_err rs_shm_region_at(const rs_shm *shm, uint32_t i, struct rs_shm_region_info
 
 void rs_shm_get_info(const rs_shm *shm, struct rs_shm_info *out)
 {
-    const struct shm_hdr *h = shm->hdr;
-    char boot[40];
     memset(out, 0, sizeof(*out));
     snprintf(out->name, sizeof(out->name), "%s", shm->name);
-    out->size = shm->size;
-    out->layout_version = h->layout_version;
-    out->layout_hash = h->layout_hash;
-    out->epoch = h->epoch;
-    out->created_ns = h->created_ns;
-    out->creator_pid = h->creator_pid;
-    memcpy(out->boot_id, h->boot_id, sizeof(out->boot_id));
-    out->boot_id[sizeof(out->boot_id) - 1] = '\0';
-    read_boot_id(boot);
-    out->stale_boot = strncmp(boot, h->boot_id, sizeof(boot)) != 0;
-    out->ready = atomic_load_explicit(&h->state, memory_order_acquire) == SHM_READY;
-    out->incarnations = atomic_load_explicit(&h->incarnation, memory_order_relaxed);
-    out->n_regions = h->n_regions;
+    info_from_header(shm->hdr, shm->size, out);
     out->locked = shm->locked;
 }
 

@@ -25,7 +25,6 @@
 #include "ipc/ring.h"
 #include "ipc/role.h"
 #include "ipc/shm.h"
-#include "ipc/shm_impl.h"
 #include "ipc/table.h"
 
 static int usage(const char *msg)
@@ -80,32 +79,12 @@ static double now_realtime_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void read_boot(char out[40])
+/* The header of segment /<ent> if it is one of ours (rs_shm_peek). */
+static int read_header(const char *ent, struct rs_shm_info *info)
 {
-    memset(out, 0, 40);
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f != NULL) {
-        if (fgets(out, 40, f) == NULL)
-            out[0] = '\0';
-        fclose(f);
-    }
-    out[strcspn(out, "\n")] = '\0';
-}
-
-/* Reads the header of /dev/shm/<ent> if it is one of ours. */
-static int read_header(const char *ent, struct shm_hdr *h, uint64_t *size)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "/dev/shm/%s", ent);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return 0;
-    struct stat st;
-    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (off_t)SHM_HDR_BYTES &&
-             pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) && h->magic == RS_SHM_MAGIC;
-    *size = (uint64_t)st.st_size;
-    close(fd);
-    return ok;
+    char name[300];
+    snprintf(name, sizeof(name), "/%s", ent);
+    return rs_shm_peek(name, info) == RS_OK;
 }
 
 static int cmd_list(void)
@@ -115,24 +94,21 @@ static int cmd_list(void)
         fprintf(stderr, "ringserve-shm: /dev/shm: %s\n", strerror(errno));
         return 1;
     }
-    static struct shm_hdr h;
-    char boot[40], sz[32], age[32];
-    read_boot(boot);
+    struct rs_shm_info h;
+    char sz[32], age[32];
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        uint64_t size;
-        if (e->d_name[0] == '.' || !read_header(e->d_name, &h, &size))
+        if (e->d_name[0] == '.' || !read_header(e->d_name, &h))
             continue;
         if (n++ == 0)
             printf("%-32s %10s %6s %8s %6s %5s %s\n", "NAME", "SIZE", "EPOCH", "AGE", "STATE",
                    "INCS", "BOOT");
-        human_bytes(size, sz, sizeof(sz));
+        human_bytes(h.size, sz, sizeof(sz));
         human_age(now_realtime_s() - h.created_ns / 1e9, age, sizeof(age));
         printf("/%-31s %10s %6llu %8s %6s %5llu %s\n", e->d_name, sz, (unsigned long long)h.epoch,
-               age, atomic_load(&h.state) == SHM_READY ? "ready" : "init",
-               (unsigned long long)atomic_load(&h.incarnation),
-               strncmp(h.boot_id, boot, 36) == 0 ? "current" : "STALE (earlier boot)");
+               age, h.ready ? "ready" : "init", (unsigned long long)h.incarnations,
+               h.stale_boot ? "STALE (earlier boot)" : "current");
     }
     closedir(d);
     if (n == 0)
@@ -316,16 +292,14 @@ static int cmd_show(const char *name)
 
 static int cmd_rm(const char *name)
 {
-    static struct shm_hdr h;
-    uint64_t size;
-    struct stat st;
-    char path[300];
-    snprintf(path, sizeof(path), "/dev/shm%s", name);
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "ringserve-shm: %s: %s\n", name, strerror(errno));
+    struct rs_shm_info h;
+    rs_err rc = rs_shm_peek(name, &h);
+    if (rc == RS_ENOENT || rc == RS_EIO) {
+        fprintf(stderr, "ringserve-shm: %s: %s\n", name,
+                rc == RS_ENOENT ? "No such file or directory" : "cannot read it");
         return 1;
     }
-    if (!read_header(name + 1, &h, &size)) {
+    if (rc != RS_OK) {
         fprintf(stderr, "ringserve-shm: %s: not a ringserve segment (bad magic or too small); "
                         "not removed\n",
                 name);

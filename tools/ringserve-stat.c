@@ -11,19 +11,16 @@
  * Exit codes: 0 done, 1 instance not running (or not ready in time), 2 usage.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "ipc/pipeline.h"
-#include "ipc/shm_impl.h"
 
 #define MAX_REQ_ROWS 4096u
 
@@ -146,20 +143,14 @@ enum seg_presence { SEG_ABSENT, SEG_FORMING, SEG_PRESENT };
  * plain messages rather than the attach errors the library logs. */
 static enum seg_presence segment_presence(const char *instance)
 {
-    char name[300], path[320];
+    char name[300];
+    struct rs_shm_info info;
     if (rs_shm_name(instance, name, sizeof(name)) != RS_OK)
         return SEG_ABSENT;
-    snprintf(path, sizeof(path), "/dev/shm%s", name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
+    rs_err rc = rs_shm_peek(name, &info);
+    if (rc == RS_ENOENT)
         return SEG_ABSENT;
-    struct stat st;
-    static struct shm_hdr h;
-    int formed = fstat(fd, &st) == 0 && st.st_size >= (off_t)SHM_HDR_BYTES &&
-                 pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && h.magic == RS_SHM_MAGIC &&
-                 atomic_load_explicit(&h.state, memory_order_acquire) == SHM_READY;
-    close(fd);
-    return formed ? SEG_PRESENT : SEG_FORMING;
+    return rc == RS_OK && info.ready ? SEG_PRESENT : SEG_FORMING;
 }
 
 /* Attaches read-only. RS_OK, or an error with the reason in err. */
