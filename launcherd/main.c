@@ -190,7 +190,7 @@ static int place_process(const struct launcher_opts *o, rs_place **pl, struct rs
  * On a NUMA host: the segment's pages bound to the launcher's node. */
 static void pin_segment(struct launcher *l, rs_place *pl, const struct rs_place_plan *plan)
 {
-    if (strncmp(rs_model_describe(l->model), "cuda", 4) == 0) {
+    if (rs_model_host_dma(l->model)) {
         rs_err rc = rs_shm_cuda_register(l->p->shm);
         if (rc == RS_OK)
             rs_log_info("segment mapping registered for DMA (cudaHostRegister)");

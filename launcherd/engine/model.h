@@ -89,6 +89,13 @@ const rs_gguf *rs_model_gguf(const rs_model *m);
 /* One line naming the backend, kernel variant and thread count, e.g. "cpu avx2 2 threads". */
 const char *rs_model_describe(const rs_model *m);
 
+/*
+ * 1 when the loaded backend copies host memory to a device, so host pages
+ * it reads (the shared-memory rings) are worth pinning for DMA
+ * (backend.h RS_BACKEND_CAP_HOST_DMA); 0 for the CPU backend. Any thread.
+ */
+int rs_model_host_dma(const rs_model *m);
+
 /* --- paged KV cache ----------------------------------------------------------------------- */
 
 #define RS_KVCACHE_DEFAULT_BLOCK 16 /* tokens per block unless the caller says otherwise */
