@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "ipc/pipeline_config.h"
 #include "tests/crash/pipeline_chaos.h"
 #include "tests/rs_test.h"
 

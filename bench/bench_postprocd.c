@@ -21,6 +21,8 @@
 #include "common/stopstr.h"
 #include "common/tokenizer.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
 

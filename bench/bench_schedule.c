@@ -24,7 +24,11 @@
 #include <zmq.h>
 
 #include "common/clock.h"
+#include "ipc/pipeline_batch.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 #include "ipc/rundir.h"
 #include "ipc/wire_server.h"
 #include "tests/pipeline_harness.h"

@@ -17,6 +17,8 @@
 #include "bench/front_bench.h"
 #include "common/tokenizer.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
 

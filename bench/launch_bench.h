@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 #include "tests/integration/launch_driver.h"
 
 #define LB_MAX_BATCHES 8

@@ -3,7 +3,8 @@
  * Opening a pipeline instance: the region layout computed from the
  * configuration, open-or-create of the segment, publishing and checking the
  * configuration, starting the stage's role and recovering the structures it
- * touches. See pipeline.h for the record formats.
+ * touches. The records each region holds have their own headers (pipeline.h
+ * lists them).
  */
 #include "ipc/pipeline.h"
 
@@ -19,6 +20,12 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_logprob.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 
 #define CFG_UNSET 0u
 #define CFG_WRITING 1u
@@ -87,8 +94,7 @@ static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N
         .flags = RS_RING_CRC, .producer = RS_PIPE_SCHEDULERD, .consumer = RS_PIPE_LAUNCHERD};
     s[5] = (struct rs_shm_region_spec){
         .name = "results", .kind = RS_SHM_RING, .count = c->batch_slots,
-        .elem_bytes = sizeof(struct rs_pipe_result) +
-                      (uint64_t)c->max_seqs * sizeof(struct rs_pipe_result_row),
+        .elem_bytes = rs_pipe_result_bytes(c->max_seqs),
         .flags = RS_RING_CRC, .producer = RS_PIPE_LAUNCHERD, .consumer = RS_PIPE_SCHEDULERD};
     s[6] = (struct rs_shm_region_spec){.name = "kv_tables", .kind = RS_SHM_RAW,
                                        .bytes = (uint64_t)c->max_seqs * kvrow_bytes(c)};

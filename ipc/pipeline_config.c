@@ -4,7 +4,7 @@
  * four daemons accept, and completion from the model file. Every daemon of
  * an instance must end with the same struct (rs_pipe_open compares it).
  */
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_config.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -14,6 +14,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ipc/shm.h"
+
+
+const char *rs_pipe_stage_name(enum rs_pipe_stage stage)
+{
+    static const char *names[] = {RS_PIPE_TOKENIZERD, RS_PIPE_SCHEDULERD, RS_PIPE_LAUNCHERD,
+                                  RS_PIPE_POSTPROCD};
+    return (unsigned)stage < RS_PIPE_N_STAGES ? names[stage] : "?";
+}
 
 void rs_pipe_config_default(struct rs_pipe_config *c)
 {

@@ -15,8 +15,9 @@
 #include "common/err.h"
 #include "common/placement.h"
 #include "common/vocab.h"
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_batch.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_result.h"
 #include "launcherd/engine/model.h"
 #include "launcherd/engine/sampler.h"
 

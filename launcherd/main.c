@@ -23,6 +23,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/placement.h"
+#include "ipc/pipeline.h"
 #include "ipc/rundir.h"
 #include "launcherd/launcher.h"
 

@@ -21,6 +21,8 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_result.h"
 #include "launcherd/launcher.h"
 
 #define TICK_MS 10

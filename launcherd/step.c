@@ -17,6 +17,11 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 #include "launcherd/launcher.h"
 
 #define REFUSED UINT32_MAX

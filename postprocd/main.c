@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/placement.h"
 #include "common/stopstr.h"
+#include "ipc/pipeline.h"
 #include "ipc/rundir.h"
 #include "postprocd/postd.h"
 

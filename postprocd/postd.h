@@ -13,9 +13,9 @@
 #include <stdint.h>
 
 #include "common/vocab.h"
-#include "ipc/pipeline.h"
 #include "ipc/pipeline_door.h"
 #include "ipc/pipeline_front.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
 

@@ -12,8 +12,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "ipc/wire_server.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/wire_server.h"
 #include "schedulerd/sched.h"
 
 /* Writes one sequence and its tokens and marks its record; 0 when its tokens could not be read. */

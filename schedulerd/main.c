@@ -16,6 +16,7 @@
 #include "common/daemon.h"
 #include "common/log.h"
 #include "common/placement.h"
+#include "ipc/pipeline.h"
 #include "ipc/pipeline_door.h"
 #include "ipc/rundir.h"
 #include "schedulerd/sched.h"

@@ -12,8 +12,10 @@
  */
 #include "common/clock.h"
 #include "common/log.h"
-#include "ipc/wire_server.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/wire_server.h"
 #include "schedulerd/sched.h"
 
 static uint32_t min_u32(uint32_t a, uint32_t b)

@@ -15,8 +15,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "ipc/wire_server.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
+#include "ipc/wire_server.h"
 #include "schedulerd/sched.h"
 
 static void apply_row(struct sched *s, const struct rs_pipe_result *res,

@@ -21,6 +21,9 @@
 
 #include "common/clock.h"
 #include "common/gguf_facts.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/role.h"
 
 static const char *const stage_bin[RS_PIPE_N_STAGES] = {
@@ -509,6 +512,8 @@ int rs_harness_audit(struct rs_harness *h, struct rs_harness_audit *a)
     }
     struct rs_arena_stats st;
     audit_table(v, a);
+    if (rs_pipe_req_check(v, NULL) != RS_OK)
+        a->checks_failed++;
     if (rs_arena_check(v->tokens, &st) != RS_OK)
         a->checks_failed++;
     a->chunks_reserved = st.n_reserved;

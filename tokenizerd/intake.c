@@ -15,6 +15,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "tokenizerd/tokd.h"
 
 #define US(ns) ((ns) / 1000u)

@@ -14,9 +14,9 @@
 
 #include "common/tokenizer.h"
 #include "common/vocab.h"
-#include "ipc/pipeline.h"
 #include "ipc/pipeline_door.h"
 #include "ipc/pipeline_front.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
 

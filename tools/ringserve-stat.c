@@ -20,7 +20,8 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 
 #define MAX_REQ_ROWS 4096u
 

@@ -22,6 +22,7 @@
 
 #include "client/client.h"
 #include "common/clock.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/role.h"
 #include "tests/pipeline_harness.h"
 #include "tests/solo_ref.h"

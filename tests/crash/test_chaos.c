@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ipc/pipeline.h"
 #include "tests/crash/pipeline_chaos.h"
 #include "tests/rs_test.h"
 

@@ -15,6 +15,7 @@
 
 #include "client/client.h"
 #include "common/clock.h"
+#include "ipc/pipeline_config.h"
 #include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"
 

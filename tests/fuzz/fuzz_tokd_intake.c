@@ -16,8 +16,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "tokenizerd/tokd.h"
+#include "ipc/pipeline_req.h"
 #include "tests/pipeline_harness.h"
+#include "tokenizerd/tokd.h"
 
 #define FUZZ_ASSERT(c)                                                                     \
     do {                                                                                   \

@@ -36,8 +36,8 @@
 #include "ipc/wire_server.h"
 #include "ipc/zcert.h"
 #include "ipc/zsock.h"
-#include "tests/rs_test.h"
 #include "tests/pipeline_harness.h"
+#include "tests/rs_test.h"
 
 struct fx_inst {
     struct rs_pipe_config cfg;

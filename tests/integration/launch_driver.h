@@ -28,8 +28,11 @@
 #include <zmq.h>
 
 #include "common/clock.h"
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_batch.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 #include "ipc/rundir.h"
 #include "tests/pipeline_harness.h"
 

@@ -18,6 +18,8 @@
 
 #include "client/client.h"
 #include "common/clock.h"
+#include "ipc/pipeline.h"
+#include "ipc/pipeline_metrics.h"
 #include "tests/integration/front_fixture.h"
 #include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"

@@ -23,7 +23,12 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "ipc/pipeline_batch.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 #include "ipc/rundir.h"
 #include "tests/unit/sched_fixture.h"
 

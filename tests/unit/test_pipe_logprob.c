@@ -8,9 +8,10 @@
  */
 #include <string.h>
 
-#include "ipc/pipeline.h"
-#include "tests/rs_test.h"
+#include "ipc/pipeline_logprob.h"
+#include "ipc/pipeline_req.h"
 #include "tests/pipeline_harness.h"
+#include "tests/rs_test.h"
 
 struct fx {
     struct rs_pipe_config cfg;

@@ -9,9 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/pipeline_kv.h"
 #include "schedulerd/sched.h"
-#include "tests/unit/sched_fixture.h"
 #include "tests/pipeline_harness.h"
+#include "tests/unit/sched_fixture.h"
 
 struct kvfx {
     struct rs_pipe_config cfg;
