@@ -38,14 +38,6 @@ void rs_place_opts_default(struct rs_place_opts *o)
     o->numa = -1;
 }
 
-const char *rs_place_options_help(void)
-{
-    return "  --cpus LIST              run on these CPUs (kernel numbers, e.g. 0-3,8);\n"
-           "                           default: launcherd the NUMA node of its GPU (all its\n"
-           "                           CPUs on a CPU host), other stages the CPUs left over\n"
-           "  --numa N                 run on NUMA node N's CPUs and bind memory there\n";
-}
-
 /* A CPU list: digits, ',' and '-' only, at least one digit. */
 static int list_syntax_ok(const char *v)
 {
@@ -59,36 +51,27 @@ static int list_syntax_ok(const char *v)
     return digits;
 }
 
-int rs_place_parse_option(struct rs_place_opts *o, int argc, char **argv, int *i, char *err,
-                          size_t err_len)
+static int parse_cpus(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
 {
-    const char *opt = argv[*i];
-    int is_cpus = strcmp(opt, "--cpus") == 0, is_numa = strcmp(opt, "--numa") == 0;
-    if (!is_cpus && !is_numa)
-        return 0;
-    if (*i + 1 >= argc) {
-        snprintf(err, err_len, "option %s needs a value", opt);
+    struct rs_place_opts *p = dst;
+    (void)o;
+    if (!list_syntax_ok(v) || strlen(v) >= sizeof(p->cpus)) {
+        snprintf(err, len, "option --cpus: '%.64s' is not a CPU list such as 0-3,8", v);
         return -1;
     }
-    const char *v = argv[++*i];
-    if (is_cpus) {
-        if (!list_syntax_ok(v) || strlen(v) >= sizeof(o->cpus)) {
-            snprintf(err, err_len, "option --cpus: '%.64s' is not a CPU list such as 0-3,8", v);
-            return -1;
-        }
-        snprintf(o->cpus, sizeof(o->cpus), "%s", v);
-        return 1;
-    }
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0 || n > 4095) {
-        snprintf(err, err_len, "option --numa: '%.64s' is not a node number in 0..4095", v);
-        return -1;
-    }
-    o->numa = (int)n;
-    return 1;
+    snprintf(p->cpus, sizeof(p->cpus), "%s", v);
+    return 0;
 }
+
+const struct rs_opt rs_place_opt_table[] = {
+    {.name = "cpus", .kind = RS_OPT_CALL, .parse = parse_cpus, .arg = "LIST",
+     .help = "run on these CPUs (kernel numbers, e.g. 0-3,8);\n"
+             "default: launcherd the NUMA node of its GPU (all its\n"
+             "CPUs on a CPU host), other stages the CPUs left over"},
+    {.name = "numa", .kind = RS_OPT_INT, .off = offsetof(struct rs_place_opts, numa), .min = 0,
+     .max = 4095, .arg = "N", .help = "run on NUMA node N's CPUs and bind memory there"},
+    {0},
+};
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/opt.h"
 
 /* The placement flags every daemon takes. */
 struct rs_place_opts {
@@ -26,16 +27,12 @@ struct rs_place_opts {
 void rs_place_opts_default(struct rs_place_opts *o);
 
 /*
- * Parses argv[*i] when it is --cpus or --numa (with its value, advancing
- * *i). Returns 1 when consumed, 0 when argv[*i] is another option, -1 after
- * writing why to err (missing or malformed value). Syntax only: whether the
- * CPUs and node exist is checked by rs_place_plan. Main thread.
+ * The two flags as an option table (common/opt.h) over struct
+ * rs_place_opts: --cpus LIST and --numa N. Syntax only: whether the CPUs
+ * and node exist is checked by rs_place_plan.
  */
-int rs_place_parse_option(struct rs_place_opts *o, int argc, char **argv, int *i, char *err,
-                          size_t err_len);
-
-/* Help lines for the two flags (static text). */
-const char *rs_place_options_help(void);
+extern const struct rs_opt rs_place_opt_table[];
+#define RS_PLACE_OPTS_TITLE "placement"
 
 /* Which rule picks a stage's CPUs when no flag is given. */
 enum rs_place_role {

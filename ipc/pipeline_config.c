@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The pipeline configuration: defaults, the shared command-line options all
- * four daemons accept, and completion from the model file. Every daemon of
- * an instance must end with the same struct (rs_pipe_open compares it).
+ * The pipeline configuration: defaults, the option table every daemon (and
+ * any tool or bench that opens an instance) takes, and completion from the
+ * model file's facts. Every daemon of an instance must end with the same
+ * struct (rs_pipe_open compares it).
  */
 #include "ipc/pipeline_config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,107 +41,57 @@ void rs_pipe_config_default(struct rs_pipe_config *c)
     c->priority_policy = 0;
 }
 
-const char *rs_pipe_options_help(void)
+void rs_pipe_args_init(struct rs_pipe_args *a)
 {
-    return "pipeline options (identical for all four daemons of an instance):\n"
-           "  --instance NAME          segment /ringserve-NAME (default: default)\n"
-           "  --model PATH             the GGUF model (required)\n"
-           "  --ctx N                  tokens per request, prompt + output (default: the model's)\n"
-           "  --block-size N           tokens per KV block (default 16)\n"
-           "  --kv-blocks N            KV blocks in the pool (default 1024)\n"
-           "  --max-requests N         requests in flight, queued or running (default 1024)\n"
-           "  --max-seqs N             sequences per step (default 32)\n"
-           "  --max-batched-tokens N   tokens per step (default 1024)\n"
-           "  --no-prefix-caching      do not reuse KV blocks across requests\n"
-           "  --policy fcfs|priority   admission order (default fcfs)\n"
-           "  --rundir DIR             ipc:// socket directory (default: see README)\n";
+    memset(a, 0, sizeof(*a));
+    rs_pipe_config_default(&a->cfg);
 }
 
-static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+static int parse_instance(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > max)
-        return 0;
-    *out = (uint32_t)v;
-    return 1;
-}
-
-struct u32_opt {
-    const char *name;
-    size_t off;
-    uint32_t min, max;
-};
-
-static const struct u32_opt u32_opts[] = {
-    {"--ctx", offsetof(struct rs_pipe_config, n_ctx), 2, 1u << 20},
-    {"--block-size", offsetof(struct rs_pipe_config, block_size), 1, 1024},
-    {"--kv-blocks", offsetof(struct rs_pipe_config, n_kv_blocks), 1, 1u << 22},
-    {"--max-requests", offsetof(struct rs_pipe_config, max_requests), 1, 1u << 20},
-    {"--max-seqs", offsetof(struct rs_pipe_config, max_seqs), 1, 4096},
-    {"--max-batched-tokens", offsetof(struct rs_pipe_config, max_batched_tokens), 1, 1u << 20},
-};
-
-int rs_pipe_parse_option(struct rs_pipe_config *c, char *rundir, size_t rundir_len, int argc,
-                         char **argv, int *i, char *err, size_t err_len)
-{
-    const char *opt = argv[*i];
-    if (strcmp(opt, "--no-prefix-caching") == 0) {
-        c->prefix_caching = 0;
-        return 1;
-    }
-    int known = strcmp(opt, "--instance") == 0 || strcmp(opt, "--model") == 0 ||
-                strcmp(opt, "--policy") == 0 || strcmp(opt, "--rundir") == 0;
-    for (size_t k = 0; k < sizeof(u32_opts) / sizeof(u32_opts[0]); k++)
-        known |= strcmp(opt, u32_opts[k].name) == 0;
-    if (!known)
-        return 0;
-    if (*i + 1 >= argc) {
-        snprintf(err, err_len, "option %s needs a value", opt);
+    struct rs_pipe_args *a = dst;
+    char probe[300];
+    (void)o;
+    if (strlen(v) >= sizeof(a->cfg.instance) || rs_shm_name(v, probe, sizeof(probe)) != RS_OK) {
+        snprintf(err, len, "option --instance: '%.80s' must be 1..63 of [A-Za-z0-9._-]", v);
         return -1;
     }
-    const char *val = argv[++*i];
-    for (size_t k = 0; k < sizeof(u32_opts) / sizeof(u32_opts[0]); k++)
-        if (strcmp(opt, u32_opts[k].name) == 0) {
-            uint32_t *field = (uint32_t *)((char *)c + u32_opts[k].off);
-            if (!parse_u32(val, u32_opts[k].min, u32_opts[k].max, field)) {
-                snprintf(err, err_len, "option %s: '%s' is not an integer in %u..%u", opt, val,
-                         u32_opts[k].min, u32_opts[k].max);
-                return -1;
-            }
-            return 1;
-        }
-    size_t len = strlen(val);
-    if (strcmp(opt, "--instance") == 0) {
-        char probe[300];
-        if (len >= sizeof(c->instance) || rs_shm_name(val, probe, sizeof(probe)) != RS_OK) {
-            snprintf(err, err_len, "option --instance: '%s' must be 1..63 of [A-Za-z0-9._-]", val);
-            return -1;
-        }
-        memcpy(c->instance, val, len + 1);
-    } else if (strcmp(opt, "--model") == 0) {
-        if (len == 0 || len >= sizeof(c->model_path)) {
-            snprintf(err, err_len, "option --model: path empty or longer than %zu bytes",
-                     sizeof(c->model_path) - 1);
-            return -1;
-        }
-        memcpy(c->model_path, val, len + 1);
-    } else if (strcmp(opt, "--policy") == 0) {
-        if (strcmp(val, "fcfs") != 0 && strcmp(val, "priority") != 0) {
-            snprintf(err, err_len, "option --policy: '%s' is neither fcfs nor priority", val);
-            return -1;
-        }
-        c->priority_policy = strcmp(val, "priority") == 0;
-    } else {
-        if (len == 0 || len >= rundir_len) {
-            snprintf(err, err_len, "option --rundir: path empty or too long");
-            return -1;
-        }
-        memcpy(rundir, val, len + 1);
-    }
-    return 1;
+    snprintf(a->cfg.instance, sizeof(a->cfg.instance), "%s", v);
+    return 0;
 }
+
+static const char *const policies[] = {"fcfs", "priority", NULL};
+
+#define CFG(f) offsetof(struct rs_pipe_args, cfg.f)
+#define CFG_U32(nm, f, lo, hi, h)                                                                  \
+    {.name = nm, .kind = RS_OPT_U32, .off = CFG(f), .min = lo, .max = hi, .arg = "N", .help = h}
+
+const struct rs_opt rs_pipe_opts[] = {
+    {.name = "instance", .kind = RS_OPT_CALL, .parse = parse_instance, .arg = "NAME",
+     .help = "segment /ringserve-NAME (default: default)"},
+    {.name = "model", .kind = RS_OPT_STR, .off = CFG(model_path),
+     .size = sizeof(((struct rs_pipe_config *)0)->model_path), .arg = "PATH",
+     .help = "the GGUF model (required)"},
+    CFG_U32("ctx", n_ctx, 2, 1u << 20, "tokens per request, prompt + output (default: the model's)"),
+    CFG_U32("block-size", block_size, 1, 1024, "tokens per KV block (default 16)"),
+    CFG_U32("kv-blocks", n_kv_blocks, 1, 1u << 22, "KV blocks in the pool (default 1024)"),
+    CFG_U32("max-requests", max_requests, 1, 1u << 20,
+            "requests in flight, queued or running (default 1024)"),
+    CFG_U32("max-seqs", max_seqs, 1, 4096, "sequences per step (default 32)"),
+    CFG_U32("max-batched-tokens", max_batched_tokens, 1, 1u << 20,
+            "tokens per step (default 1024)"),
+    {.name = "no-prefix-caching", .kind = RS_OPT_FLAG32, .off = CFG(prefix_caching), .val = 0,
+     .help = "do not reuse KV blocks across requests"},
+    {.name = "policy", .kind = RS_OPT_CHOICE, .off = CFG(priority_policy), .choices = policies,
+     .arg = "fcfs|priority", .help = "admission order (default fcfs)"},
+    {.name = "rundir", .kind = RS_OPT_STR, .off = offsetof(struct rs_pipe_args, rundir),
+     .size = sizeof(((struct rs_pipe_args *)0)->rundir), .arg = "DIR",
+     .help = "ipc:// socket directory (default: $RINGSERVE_RUNDIR, else\n"
+             "$XDG_RUNTIME_DIR/ringserve-NAME, else /tmp/ringserve-UID-NAME)"},
+    {0},
+};
+
+_Static_assert(sizeof(uint32_t) == sizeof(int), "--policy stores its index into a uint32_t");
 
 static rs_err check_sizes(struct rs_pipe_config *c, char *err, size_t err_len)
 {

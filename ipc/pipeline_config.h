@@ -5,8 +5,8 @@
  * end with the same values: whichever opens the instance first publishes it
  * in the segment and the others compare it field by field (pipeline.h). The
  * struct is completed from the model file's facts, which the daemon reads
- * (common/gguf_facts.h); nothing here opens a file. Leaves out the regions
- * it sizes (pipeline.c).
+ * (common/gguf_facts.h); nothing here opens a file. The options that set it
+ * are one table (rs_pipe_opts). Leaves out the regions it sizes (pipeline.c).
  */
 #ifndef RS_PIPELINE_CONFIG_H
 #define RS_PIPELINE_CONFIG_H
@@ -16,6 +16,8 @@
 
 #include "common/err.h"
 #include "common/gguf_facts.h"
+#include "common/opt.h"
+#include "ipc/rundir.h"
 
 /* Role names, in the order of the segment's role table. */
 #define RS_PIPE_TOKENIZERD "tokenizerd"
@@ -67,17 +69,23 @@ void rs_pipe_config_default(struct rs_pipe_config *c);
 rs_err rs_pipe_config_resolve(struct rs_pipe_config *c, const struct rs_gguf_facts *m, char *err,
                               size_t err_len);
 
-/*
- * Parses one shared command-line option (`--instance`, `--model`, `--ctx`,
- * `--block-size`, `--kv-blocks`, `--max-requests`, `--max-seqs`,
- * `--max-batched-tokens`, `--no-prefix-caching`, `--policy fcfs|priority`,
- * `--rundir`). Returns 1 and advances *i past its value when argv[*i] is
- * one, 0 when it is not, -1 after writing an error to err.
- */
-int rs_pipe_parse_option(struct rs_pipe_config *c, char *rundir, size_t rundir_len, int argc,
-                         char **argv, int *i, char *err, size_t err_len);
+/* What the pipeline options set: the configuration and the runtime directory. */
+struct rs_pipe_args {
+    struct rs_pipe_config cfg;
+    char rundir[RS_RUNDIR_PATH_MAX + 1]; /* ipc:// socket directory; "" = rs_rundir_default */
+};
 
-/* Help text for the shared options (static). */
-const char *rs_pipe_options_help(void);
+/* Defaults: rs_pipe_config_default, no runtime directory. Any thread. */
+void rs_pipe_args_init(struct rs_pipe_args *a);
+
+/*
+ * The pipeline options, one table (common/opt.h) over struct rs_pipe_args:
+ * --instance, --model, --ctx, --block-size, --kv-blocks, --max-requests,
+ * --max-seqs, --max-batched-tokens, --no-prefix-caching, --policy, --rundir.
+ * Every daemon takes all of them; a tool takes the ones it needs through
+ * the group's `only` list (ringserve-stat: --instance).
+ */
+extern const struct rs_opt rs_pipe_opts[];
+#define RS_PIPE_OPTS_TITLE "pipeline options (identical for all four daemons of an instance)"
 
 #endif

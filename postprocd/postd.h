@@ -28,8 +28,8 @@ struct postd_slot {
 };
 
 struct postd {
-    struct rs_pipe *p;
-    struct rs_pipe_doors doors;
+    struct rs_pipe *p;             /* borrowed: the stage's opened instance */
+    struct rs_pipe_doors *doors;   /* borrowed: the stage's doorbells (ipc/stage.h) */
     struct rs_pipe_front front;
     rs_vocab *vocab;
     uint64_t linger_ns;          /* keep a finished request this long for resume */

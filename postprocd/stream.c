@@ -38,7 +38,7 @@ void postd_finish_request(struct postd *d, struct rs_table_ref ref, struct rs_pi
     door.u.cancel.slot = ref.index;
     door.u.cancel.gen = ref.gen;
     door.u.cancel.reason = cancel_reason;
-    rs_pipe_door_send(&d->doors, RS_PIPE_STAGE_SCHEDULERD, &door);
+    rs_pipe_door_send(d->doors, RS_PIPE_STAGE_SCHEDULERD, &door);
 }
 
 rs_err postd_read_output(const struct postd *d, struct rs_table_ref ref,

@@ -251,7 +251,7 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
         return rc == RS_ESTALE ? RS_ESTALE : RS_OK;
     dedup_insert(t->index, &key, ref);
     send_ack(t, sock, peer, r);
-    rs_pipe_door_ring(&t->doors, RS_PIPE_STAGE_SCHEDULERD, RS_WIRE_DOOR_REQUEST_READY, ref.index,
+    rs_pipe_door_ring(t->doors, RS_PIPE_STAGE_SCHEDULERD, RS_WIRE_DOOR_REQUEST_READY, ref.index,
                       ref.gen);
     metric(t, RS_M_TOK_ACCEPTED, 1);
     metric(t, RS_M_TOK_PROMPT_TOKENS, n_prompt);
@@ -282,7 +282,7 @@ void tokd_cancel(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_
     door.u.cancel.slot = ref.index;
     door.u.cancel.gen = ref.gen;
     door.u.cancel.reason = RS_WIRE_CANCEL_CLIENT;
-    rs_pipe_door_send(&t->doors, RS_PIPE_STAGE_SCHEDULERD, &door);
+    rs_pipe_door_send(t->doors, RS_PIPE_STAGE_SCHEDULERD, &door);
     metric(t, RS_M_TOK_CANCELS, 1);
     rs_log_req(RS_LOG_INFO, r->handle, RS_LOG_NOID, "client cancelled '%s'%s", r->id,
                set ? "" : " (it had already finished)");

@@ -469,7 +469,7 @@ static int test_bad_arguments_and_configurations_are_refused(void)
     const char *layout[] = {"--kv-blocks", "99", NULL};
     const char *policy[] = {"--policy", "priority", NULL};
     const char *help[] = {"--help", NULL};
-    RS_CHECK(exit_status(&x, bogus, "unknown argument '--bogus'") == 2);
+    RS_CHECK(exit_status(&x, bogus, "unknown option '--bogus'") == 2);
     RS_CHECK(exit_status(&x, zero, "--max-seqs") == 2);
     RS_CHECK(exit_status(&x, layout, "region 'kv_meta'") == 1);
     RS_CHECK(exit_status(&x, policy, "priority_policy is 0 there, 1 here") == 1);

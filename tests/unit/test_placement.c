@@ -17,12 +17,14 @@
 #include "common/placement.h"
 #include "tests/rs_test.h"
 
-/* Parses one argv vector; returns parse_option's result for its first element. */
+/* Parses one argv vector with the placement table: 1 taken, 0 not a placement flag, -1 bad. */
 static int parse1(struct rs_place_opts *o, const char *a, const char *b, char *err, size_t len)
 {
-    char *argv[3] = {(char *)"x", (char *)a, (char *)b};
-    int argc = b != NULL ? 3 : 2, i = 1;
-    return rs_place_parse_option(o, argc, argv, &i, err, len);
+    char *argv[4] = {(char *)"x", (char *)a, (char *)b, NULL};
+    int argc = b != NULL ? 3 : 2;
+    struct rs_opt_group g = {RS_PLACE_OPTS_TITLE, rs_place_opt_table, o, NULL};
+    int r = rs_opt_parse(&g, 1, argc, argv, 0, NULL, err, len);
+    return r == RS_OPT_OK ? 1 : strstr(err, "unknown option") != NULL ? 0 : -1;
 }
 
 static int test_parse_flags(void)
@@ -40,8 +42,15 @@ static int test_parse_flags(void)
     RS_CHECK(parse1(&o, "--numa", "1x", err, sizeof(err)) == -1);
     RS_CHECK(parse1(&o, "--numa", "99999", err, sizeof(err)) == -1);
     RS_CHECK(parse1(&o, "--numa", NULL, err, sizeof(err)) == -1 && strstr(err, "needs a value"));
-    RS_CHECK(strstr(rs_place_options_help(), "--cpus") &&
-             strstr(rs_place_options_help(), "--numa"));
+    char *help = NULL;
+    size_t help_len = 0;
+    FILE *f = open_memstream(&help, &help_len);
+    struct rs_opt_group g = {RS_PLACE_OPTS_TITLE, rs_place_opt_table, &o, NULL};
+    rs_opt_help(f, NULL, &g, 1);
+    fclose(f);
+    int both = strstr(help, "--cpus LIST") != NULL && strstr(help, "--numa N") != NULL;
+    free(help);
+    RS_CHECK(both);
     return 0;
 }
 
