@@ -21,8 +21,10 @@
 #include "client/options.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/opt.h"
 #include "common/tokenizer.h"
 #include "common/vocab.h"
+#include "ipc/pipeline_config.h"
 #include "tests/pipeline_harness.h"
 
 struct span {
@@ -33,7 +35,7 @@ struct lg_args {
     struct rs_client_gen_args gen;
     struct rs_client_conn_args conn;
     uint32_t clients, concurrency, requests, warmup, vocab, threads;
-    uint32_t ctx, max_seqs, max_batched_tokens, kv_blocks;
+    struct rs_pipe_args pipe; /* --model and the pipeline options for --start */
     double rate;              /* requests/s; 0 = closed loop */
     struct span prompt_len, output_len;
     const char *model, *text;
@@ -383,98 +385,68 @@ static void report(const struct lg *g, const struct figures *f)
 
 /* --- arguments ------------------------------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: bench_loadgen [options]\n"
-            "Drives a ringserve instance with N clients and prints TTFT, TPOT, inter-token\n"
-            "and end-to-end latency (mean, p50, p90, p99) and throughput, as vLLM's\n"
-            "benchmark_serving. Prompts are prompt_ids of exactly --prompt-len tokens (BOS\n"
-            "first when the vocab adds one): windows of --text tokenized with the model's\n"
-            "vocab, else random ordinary tokens. Requests are greedy with ignore_eos unless\n"
-            "the flags say otherwise, so outputs are --output-len tokens long.\n\n"
-            "load:\n"
-            "  --clients N              client connections, one event loop (default 16)\n"
-            "  --concurrency C          closed loop: C requests in flight (default --clients);\n"
-            "                           with --rate: at most C in flight (default unlimited)\n"
-            "  --rate R                 Poisson arrivals, R requests/s (default: closed loop)\n"
-            "  --requests N             measured requests (default 64)\n"
-            "  --warmup N               requests run first and not measured (default --clients)\n"
-            "  --prompt-len N|A:B       prompt tokens, fixed or uniform in [A, B] (default 128)\n"
-            "  --output-len N|A:B       max_tokens, fixed or uniform (default 128)\n"
-            "  --allow-eos              let requests stop at EOS (default: ignore_eos)\n"
-            "  --model PATH             the served GGUF: its vocab builds the prompts\n"
-            "  --vocab N                without --model: random ids in [3, N)\n"
-            "  --text FILE              real text for prompts (needs --model)\n"
-            "  --rng-seed N             prompts, lengths and arrivals (default 1)\n"
-            "  --json                   also print the figures as one JSON line\n"
-            "instance (without --start: connect with the connection flags below):\n"
-            "  --start                  start the four daemons on --model (a private instance)\n"
-            "  --threads N              launcherd threads with --start (default 2)\n"
-            "  --ctx N, --max-seqs N, --max-batched-tokens N, --kv-blocks N\n"
-            "                           pipeline options for --start (default: the daemons')\n\n"
-            "%s\n%s",
-            rs_client_gen_help(), rs_client_conn_help());
-}
+static const char usage[] =
+    "usage: bench_loadgen [options]\n"
+    "Drives a ringserve instance with N clients and prints TTFT, TPOT, inter-token\n"
+    "and end-to-end latency (mean, p50, p90, p99) and throughput, as vLLM's\n"
+    "benchmark_serving. Prompts are prompt_ids of exactly --prompt-len tokens (BOS\n"
+    "first when the vocab adds one): windows of --text tokenized with the model's\n"
+    "vocab, else random ordinary tokens. Requests are greedy with ignore_eos unless\n"
+    "the flags say otherwise, so outputs are --output-len tokens long. Without\n"
+    "--start it connects with the connection flags.\n";
 
-static int parse_span(const char *v, struct span *s)
+static int parse_span(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
 {
+    struct span *s = (struct span *)((char *)dst + o->off);
     char *end;
     unsigned long a = strtoul(v, &end, 10), b = a;
     if (*end == ':')
         b = strtoul(end + 1, &end, 10);
-    if (*end != '\0' || v[0] == '-' || a == 0 || b < a || b > (1u << 20))
+    if (*end != '\0' || v[0] == '-' || a == 0 || b < a || b > (1u << 20)) {
+        snprintf(err, len, "option --%s: '%.40s' is not N or A:B with 1 <= A <= B <= 2^20",
+                 o->name, v);
         return -1;
+    }
     *s = (struct span){(uint32_t)a, (uint32_t)b};
     return 0;
 }
 
-/* This program's own flags: 1 parsed, 0 not ours, -1 bad (err written). */
-static int own_option(struct lg_args *a, int argc, char **argv, int *i, char *err, size_t len)
-{
-    static const char *const flags[] = {"--start", "--allow-eos", "--json"};
-    int *fv[] = {&a->start, &a->allow_eos, &a->json};
-    for (int k = 0; k < 3; k++)
-        if (strcmp(argv[*i], flags[k]) == 0)
-            return *fv[k] = 1;
-    static const char *const names[] = {
-        "--clients", "--concurrency", "--requests", "--warmup", "--vocab", "--threads", "--ctx",
-        "--max-seqs", "--max-batched-tokens", "--kv-blocks", "--rng-seed", "--rate",
-        "--prompt-len", "--output-len", "--model", "--text"};
-    uint32_t *nums[] = {&a->clients, &a->concurrency, &a->requests, &a->warmup, &a->vocab,
-                        &a->threads, &a->ctx, &a->max_seqs, &a->max_batched_tokens,
-                        &a->kv_blocks};
-    size_t k = 0, n = sizeof(names) / sizeof(names[0]);
-    while (k < n && strcmp(argv[*i], names[k]) != 0)
-        k++;
-    if (k == n)
-        return 0;
-    if (*i + 1 >= argc) {
-        snprintf(err, len, "option %s needs a value", argv[*i]);
-        return -1;
-    }
-    const char *opt = argv[*i], *v = argv[++*i];
-    char *end;
-    int bad = 0;
-    if (k < 10) {
-        unsigned long x = strtoul(v, &end, 10);
-        bad = *end != '\0' || v[0] == '-' || x > 1000000;
-        *nums[k] = (uint32_t)x;
-    } else if (k == 10) {
-        a->rng = strtoull(v, &end, 10);
-        bad = *end != '\0' || a->rng == 0;
-    } else if (k == 11) {
-        a->rate = strtod(v, &end);
-        bad = *end != '\0' || !(a->rate > 0) || !isfinite(a->rate);
-    } else if (k < 14) {
-        bad = parse_span(v, k == 12 ? &a->prompt_len : &a->output_len) != 0;
-    } else {
-        *(k == 14 ? &a->model : &a->text) = v;
-    }
-    if (bad)
-        snprintf(err, len, "option %s: bad value '%s' (see --help)", opt, v);
-    return bad ? -1 : 1;
-}
+#define LG(f) offsetof(struct lg_args, f)
+#define LG_U32(nm, f, lo, h)                                                                     \
+    {.name = nm, .kind = RS_OPT_U32, .off = LG(f), .min = lo, .max = 1000000, .arg = "N",        \
+     .help = h}
+
+static const struct rs_opt load_opts[] = {
+    LG_U32("clients", clients, 1, "client connections, one event loop (default 16)"),
+    LG_U32("concurrency", concurrency, 1,
+           "closed loop: N requests in flight (default --clients);\n"
+           "with --rate: at most N in flight (default unlimited)"),
+    {.name = "rate", .kind = RS_OPT_DOUBLE, .off = LG(rate), .min = 0, .max = 1000000,
+     .arg = "R", .help = "Poisson arrivals, R requests/s (default: closed loop)"},
+    LG_U32("requests", requests, 1, "measured requests (default 64)"),
+    LG_U32("warmup", warmup, 0, "requests run first and not measured (default --clients)"),
+    {.name = "prompt-len", .kind = RS_OPT_CALL, .parse = parse_span, .off = LG(prompt_len),
+     .arg = "N|A:B", .help = "prompt tokens, fixed or uniform in [A, B] (default 128)"},
+    {.name = "output-len", .kind = RS_OPT_CALL, .parse = parse_span, .off = LG(output_len),
+     .arg = "N|A:B", .help = "max_tokens, fixed or uniform (default 128)"},
+    {.name = "allow-eos", .kind = RS_OPT_FLAG, .off = LG(allow_eos), .val = 1,
+     .help = "let requests stop at EOS (default: ignore_eos)"},
+    LG_U32("vocab", vocab, 4, "without --model: random ids in [3, N)"),
+    {.name = "text", .kind = RS_OPT_ARG, .off = LG(text), .arg = "FILE",
+     .help = "real text for prompts (needs --model)"},
+    {.name = "rng-seed", .kind = RS_OPT_U64, .off = LG(rng), .min = 1, .max = INT64_MAX,
+     .arg = "N", .help = "prompts, lengths and arrivals (default 1)"},
+    {.name = "json", .kind = RS_OPT_FLAG, .off = LG(json), .val = 1,
+     .help = "also print the figures as one JSON line"},
+    {.name = "start", .kind = RS_OPT_FLAG, .off = LG(start), .val = 1,
+     .help = "start the four daemons on --model (a private instance)"},
+    LG_U32("threads", threads, 1, "launcherd threads with --start (default 2)"),
+    {0},
+};
+
+/* --model builds the prompts; the sizes go to the daemons --start runs. */
+static const char *const pipe_taken[] = {"model", "ctx", "max-seqs", "max-batched-tokens",
+                                         "kv-blocks", NULL};
 
 static int check_args(struct lg_args *a, char *err, size_t len)
 {
@@ -503,29 +475,26 @@ static int parse_args(int argc, char **argv, struct lg_args *a)
     memset(a, 0, sizeof(*a));
     rs_client_gen_args_init(&a->gen);
     rs_client_conn_args_init(&a->conn);
+    rs_pipe_args_init(&a->pipe);
     a->requests = 64;
     a->warmup = UINT32_MAX;
     a->threads = 2;
     a->rng = 1;
     a->prompt_len = a->output_len = (struct span){128, 128};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        int r = rs_client_gen_parse(&a->gen, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            r = rs_client_conn_parse(&a->conn, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            r = own_option(a, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            snprintf(err, sizeof(err), "unknown option '%s' (see --help)", argv[i]);
-        if (r <= 0) {
-            fprintf(stderr, "bench_loadgen: %s\n", err);
-            return 2;
-        }
+    const struct rs_opt_group g[] = {
+        {"load", load_opts, a, NULL},
+        {"model and instance (--start)", rs_pipe_opts, &a->pipe, pipe_taken},
+        {RS_CLIENT_GEN_TITLE, rs_client_gen_opts, &a->gen, NULL},
+        {RS_CLIENT_CONN_TITLE, rs_client_conn_opts, &a->conn, NULL},
+    };
+    int r = rs_opt_parse(g, 4, argc, argv, 0, NULL, err, sizeof(err));
+    if (r == RS_OPT_HELP) {
+        rs_opt_help(stdout, usage, g, 4);
+        return 1;
     }
-    if (check_args(a, err, sizeof(err)) != 0) {
+    if (r == RS_OPT_OK)
+        a->model = a->pipe.cfg.model_path[0] != '\0' ? a->pipe.cfg.model_path : NULL;
+    if (r != RS_OPT_OK || check_args(a, err, sizeof(err)) != 0) {
         fprintf(stderr, "bench_loadgen: %s\n", err);
         return 2;
     }
@@ -538,10 +507,10 @@ static int start_instance(struct lg_args *a, struct rs_harness *h)
 {
     struct rs_harness_opts o = {0};
     o.model = a->model;
-    o.n_ctx = a->ctx;
-    o.max_seqs = a->max_seqs;
-    o.max_batched_tokens = a->max_batched_tokens;
-    o.n_kv_blocks = a->kv_blocks;
+    o.n_ctx = a->pipe.cfg.n_ctx;
+    o.max_seqs = a->pipe.cfg.max_seqs;
+    o.max_batched_tokens = a->pipe.cfg.max_batched_tokens;
+    o.n_kv_blocks = a->pipe.cfg.n_kv_blocks;
     o.max_requests = a->clients * 4 > 1024 ? a->clients * 4 : 1024;
     o.launcher_threads = a->threads;
     o.fast_kernels = 1;

@@ -98,6 +98,33 @@ static int parse_choice(const struct rs_opt *o, const char *val, int *out, char 
     return -1;
 }
 
+/* "A,B,C" into the uint32_t array of entry o (at most o->size entries, each in range). */
+static int parse_list(void *dst, const struct rs_opt *o, const char *val, char *err, size_t len)
+{
+    uint32_t *v = (uint32_t *)((char *)dst + o->off), n = 0;
+    const char *p = val;
+    char item[32];
+    for (;;) {
+        size_t k = strcspn(p, ",");
+        unsigned long long u;
+        if (n >= o->size || k == 0 || k >= sizeof(item)) {
+            snprintf(err, len, "option --%s: '%.80s' is not a list of at most %zu integers "
+                     "in %lld..%lld", o->name, val, o->size, o->min, o->max);
+            return -1;
+        }
+        memcpy(item, p, k);
+        item[k] = '\0';
+        if (parse_integer(o, item, o->min, (unsigned long long)o->max, 0, &u, err, len) != 0)
+            return -1;
+        v[n++] = (uint32_t)u;
+        if (p[k] == '\0')
+            break;
+        p += k + 1;
+    }
+    *(uint32_t *)((char *)dst + o->count_off) = n;
+    return 0;
+}
+
 /* Stores val into the field of entry o in dst; 0 or -1 with err set. */
 static int store(void *dst, const struct rs_opt *o, const char *val, char *err, size_t len)
 {
@@ -154,6 +181,7 @@ static int store(void *dst, const struct rs_opt *o, const char *val, char *err, 
             return -1;
         *(int *)f = i;
         return 0;
+    case RS_OPT_U32_LIST: return parse_list(dst, o, val, err, len);
     case RS_OPT_CALL: return o->parse(dst, o, val, err, len);
     }
     return -1;
@@ -314,8 +342,11 @@ void rs_opt_help(FILE *f, const char *usage, const struct rs_opt_group *groups, 
     if (usage != NULL)
         fputs(usage, f);
     for (size_t g = 0; g < n_groups; g++) {
+        if (groups[g].opts[0].name == NULL)
+            continue;
+        fprintf(f, "\n");
         if (groups[g].title != NULL)
-            fprintf(f, "\n%s:\n", groups[g].title);
+            fprintf(f, "%s:\n", groups[g].title);
         for (const struct rs_opt *o = groups[g].opts; o->name != NULL; o++) {
             if (!taken(&groups[g], o))
                 continue;
@@ -330,4 +361,20 @@ void rs_opt_help(FILE *f, const char *usage, const struct rs_opt_group *groups, 
         }
     }
     fprintf(f, "\n  -h, --help%*sthis text\n", HELP_COL - 12, "");
+}
+
+int rs_opt_main(const char *prog, const char *usage, const struct rs_opt_group *groups,
+                size_t n_groups, int argc, char **argv, unsigned flags, int *first)
+{
+    char err[512];
+    int r = rs_opt_parse(groups, n_groups, argc, argv, flags, first, err, sizeof(err));
+    if (r == RS_OPT_HELP) {
+        rs_opt_help(stdout, usage, groups, n_groups);
+        return 0;
+    }
+    if (r != RS_OPT_OK) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return 2;
+    }
+    return -1;
 }

@@ -30,6 +30,7 @@ enum rs_opt_kind {
     RS_OPT_STR,    /* 1..size-1 bytes copied into char[size] */
     RS_OPT_ARG,    /* const char * borrowed from argv (valid for the program's life) */
     RS_OPT_CHOICE, /* one of choices[]: its index into an int */
+    RS_OPT_U32_LIST, /* "A,B,C", each in [min, max], into uint32_t[size]; count at count_off */
     RS_OPT_CALL,   /* parse(dst, value) does it all (lists, keys, checked names) */
 };
 
@@ -55,6 +56,7 @@ struct rs_opt {
     rs_opt_parse_fn parse;       /* RS_OPT_CALL */
     uint32_t has_bit;            /* != 0: also set this bit of the uint32_t at has_off */
     size_t has_off;
+    size_t count_off;            /* RS_OPT_U32_LIST: its uint32_t entry count */
     const char *arg;             /* value's name in --help ("N", "PATH"); NULL: takes none */
     const char *help;            /* help text; '\n' starts an indented continuation line */
 };
@@ -94,5 +96,13 @@ int rs_opt_parse(const struct rs_opt_group *groups, size_t n_groups, int argc, c
  * padded to a column, then the help text, wrapped lines indented to it.
  */
 void rs_opt_help(FILE *f, const char *usage, const struct rs_opt_group *groups, size_t n_groups);
+
+/*
+ * rs_opt_parse as a program's main wants it: on --help prints the help to
+ * stdout and returns 0; on a refusal prints "prog: <why>" to stderr and
+ * returns 2; otherwise returns -1 (run on). Main thread.
+ */
+int rs_opt_main(const char *prog, const char *usage, const struct rs_opt_group *groups,
+                size_t n_groups, int argc, char **argv, unsigned flags, int *first);
 
 #endif

@@ -21,20 +21,26 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/opt.h"
 #include "ipc/arena.h"
 #include "ipc/ring.h"
 #include "ipc/role.h"
 #include "ipc/shm.h"
 #include "ipc/table.h"
 
+static const char usage_text[] = "usage: ringserve-shm list\n"
+                                 "       ringserve-shm show NAME\n"
+                                 "       ringserve-shm rm NAME\n"
+                                 "NAME is a segment name, with or without its leading '/'.\n";
+
+static const struct rs_opt no_opts[] = {{0}};
+
 static int usage(const char *msg)
 {
+    struct rs_opt_group g = {NULL, no_opts, NULL, NULL};
     if (msg != NULL)
         fprintf(stderr, "ringserve-shm: %s\n", msg);
-    fprintf(stderr, "usage: ringserve-shm list\n"
-                    "       ringserve-shm show NAME\n"
-                    "       ringserve-shm rm NAME\n"
-                    "NAME is a segment name, with or without its leading '/'.\n");
+    rs_opt_help(stderr, usage_text, &g, 1);
     return 2;
 }
 
@@ -316,19 +322,30 @@ static int cmd_rm(const char *name)
 int main(int argc, char **argv)
 {
     rs_log_init("ringserve-shm");
-    if (argc < 2)
+    struct rs_opt_group g = {NULL, no_opts, NULL, NULL};
+    char err[256];
+    int first;
+    int r = rs_opt_parse(&g, 1, argc, argv, RS_OPT_OPERANDS, &first, err, sizeof(err));
+    if (r == RS_OPT_HELP) {
+        rs_opt_help(stdout, usage_text, &g, 1);
+        return 0;
+    }
+    if (r != RS_OPT_OK)
+        return usage(err);
+    int n = argc - first;
+    if (n < 1)
         return usage(NULL);
-    const char *cmd = argv[1];
+    const char *cmd = argv[first];
     char name[256];
     if (strcmp(cmd, "list") == 0)
-        return argc == 2 ? cmd_list() : usage("list takes no arguments");
+        return n == 1 ? cmd_list() : usage("list takes no arguments");
     if (strcmp(cmd, "show") != 0 && strcmp(cmd, "rm") != 0) {
         fprintf(stderr, "ringserve-shm: unknown command '%s'\n", cmd);
         return usage(NULL);
     }
-    if (argc != 3)
+    if (n != 2)
         return usage("show and rm take exactly one segment name");
-    if (!seg_name(argv[2], name, sizeof(name)))
+    if (!seg_name(argv[first + 1], name, sizeof(name)))
         return usage("a segment name is 1..240 bytes without '/'");
     return strcmp(cmd, "show") == 0 ? cmd_show(name) : cmd_rm(name);
 }

@@ -11,6 +11,7 @@
  * Exit codes: 0 done, 1 instance not running (or not ready in time), 2 usage.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,16 +21,18 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/opt.h"
 #include "ipc/pipeline_metrics.h"
 #include "ipc/pipeline_req.h"
 
 #define MAX_REQ_ROWS 4096u
 
 struct opts {
-    char instance[64];
-    unsigned interval_ms;
+    struct rs_pipe_args pipe; /* --instance (the pipeline's option) */
+    const char *instance;     /* pipe.cfg.instance */
+    uint32_t interval_ms;
     int once, json, latency, requests;
-    double wait_ready_s;
+    int wait_ready_s;         /* -1: not given */
 };
 
 /* One stage's role record and figures. */
@@ -57,83 +60,59 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
-static int usage(const char *msg)
-{
-    if (msg != NULL)
-        fprintf(stderr, "ringserve-stat: %s\n", msg);
-    fprintf(stderr,
-            "usage: ringserve-stat [--instance NAME] [--interval MS | --once | --json |\n"
-            "                      --latency-table | --wait-ready SECONDS] [--requests N]\n"
-            "  --instance NAME      the instance (default: default)\n"
-            "  --interval MS        live view refreshed every MS ms (default 1000); Ctrl-C quits\n"
-            "  --once               print the view once\n"
-            "  --json               one JSON object: stages, counters, histograms, requests, KV\n"
-            "  --latency-table      per-stage latency table (count, mean, p50, p90, p99, max)\n"
-            "  --wait-ready SECONDS wait until all four stages are ready and alive (exit 0),\n"
-            "                       else exit 1 naming the stages that are not\n"
-            "  --requests N         request rows to show (default 16; JSON: all, up to %u)\n",
-            MAX_REQ_ROWS);
-    return 2;
-}
+#define OPT(f) offsetof(struct opts, f)
+static const struct rs_opt stat_opts[] = {
+    {.name = "interval", .kind = RS_OPT_U32, .off = OPT(interval_ms), .min = 50, .max = 3600000,
+     .arg = "MS", .help = "live view refreshed every MS ms (default 1000); Ctrl-C quits"},
+    {.name = "once", .kind = RS_OPT_FLAG, .off = OPT(once), .val = 1,
+     .help = "print the view once"},
+    {.name = "json", .kind = RS_OPT_FLAG, .off = OPT(json), .val = 1,
+     .help = "one JSON object: stages, counters, histograms, requests, KV"},
+    {.name = "latency-table", .kind = RS_OPT_FLAG, .off = OPT(latency), .val = 1,
+     .help = "per-stage latency table (count, mean, p50, p90, p99, max)"},
+    {.name = "wait-ready", .kind = RS_OPT_INT, .off = OPT(wait_ready_s), .min = 0, .max = 86400,
+     .arg = "SECONDS",
+     .help = "wait until all four stages are ready and alive (exit 0),\n"
+             "else exit 1 naming the stages that are not"},
+    {.name = "requests", .kind = RS_OPT_INT, .off = OPT(requests), .min = 0, .max = MAX_REQ_ROWS,
+     .arg = "N", .help = "request rows to show (default 16; JSON: all, up to 4096)"},
+    {0},
+};
 
-static int parse_uint(const char *s, unsigned long max, unsigned long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v > max)
-        return 0;
-    *out = v;
-    return 1;
-}
+static const char *const pipe_taken[] = {"instance", NULL};
 
-/* Returns 0 on success, else the exit code (2) after printing usage. */
-static int parse_args(int argc, char **argv, struct opts *o)
+static const char usage[] =
+    "usage: ringserve-stat [--instance NAME] [--interval MS | --once | --json |\n"
+    "                      --latency-table | --wait-ready SECONDS] [--requests N]\n"
+    "A running instance's figures, read from its shared memory. Exit status: 0 done,\n"
+    "1 the instance is not running (or not ready in time), 2 bad usage.\n";
+
+/* Returns 0 to run (or after --help: *done), else the exit code (2) after printing. */
+static int parse_args(int argc, char **argv, struct opts *o, int *done)
 {
+    char err[256];
     memset(o, 0, sizeof(*o));
-    snprintf(o->instance, sizeof(o->instance), "default");
+    rs_pipe_args_init(&o->pipe);
     o->interval_ms = 1000;
     o->requests = -1;
     o->wait_ready_s = -1;
-    int modes = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        unsigned long v;
-        int has_val = i + 1 < argc;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return usage(NULL);
-        if (strcmp(a, "--once") == 0) {
-            o->once = 1, modes++;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = 1, modes++;
-        } else if (strcmp(a, "--latency-table") == 0) {
-            o->latency = 1, modes++;
-        } else if (strcmp(a, "--instance") == 0 && has_val) {
-            char probe[300];
-            a = argv[++i];
-            if (strlen(a) >= sizeof(o->instance) || rs_shm_name(a, probe, sizeof(probe)) != RS_OK)
-                return usage("--instance: 1..63 characters of [A-Za-z0-9._-]");
-            snprintf(o->instance, sizeof(o->instance), "%s", a);
-        } else if (strcmp(a, "--interval") == 0 && has_val) {
-            if (!parse_uint(argv[++i], 3600000, &v) || v < 50)
-                return usage("--interval: milliseconds, 50..3600000");
-            o->interval_ms = (unsigned)v;
-        } else if (strcmp(a, "--requests") == 0 && has_val) {
-            if (!parse_uint(argv[++i], MAX_REQ_ROWS, &v))
-                return usage("--requests: a count, 0..4096");
-            o->requests = (int)v;
-        } else if (strcmp(a, "--wait-ready") == 0 && has_val) {
-            if (!parse_uint(argv[++i], 86400, &v))
-                return usage("--wait-ready: seconds, 0..86400");
-            o->wait_ready_s = (double)v, modes++;
-        } else {
-            char msg[128];
-            snprintf(msg, sizeof(msg), "unknown option or missing value: '%s'", a);
-            return usage(msg);
-        }
+    *done = 0;
+    const struct rs_opt_group g[] = {{NULL, rs_pipe_opts, &o->pipe, pipe_taken},
+                                     {NULL, stat_opts, o, NULL}};
+    int r = rs_opt_parse(g, 2, argc, argv, 0, NULL, err, sizeof(err));
+    o->instance = o->pipe.cfg.instance;
+    if (r == RS_OPT_HELP) {
+        rs_opt_help(stdout, usage, g, 2);
+        *done = 1;
+        return 0;
     }
-    if (modes > 1)
-        return usage("--once, --json, --latency-table and --wait-ready exclude each other");
+    if (r == RS_OPT_OK && o->once + o->json + o->latency + (o->wait_ready_s >= 0) > 1)
+        snprintf(err, sizeof(err), "--once, --json, --latency-table and --wait-ready exclude "
+                 "each other"), r = RS_OPT_ERROR;
+    if (r != RS_OPT_OK) {
+        fprintf(stderr, "ringserve-stat: %s\n", err);
+        return 2;
+    }
     return 0;
 }
 
@@ -541,7 +520,7 @@ static void sleep_ms(unsigned ms)
 /* Polls every 50 ms until every stage is ready and alive; 0, or 1 after the deadline. */
 static int wait_ready(const struct opts *o)
 {
-    uint64_t deadline = rs_clock_ns() + (uint64_t)(o->wait_ready_s * 1e9);
+    uint64_t deadline = rs_clock_ns() + (uint64_t)o->wait_ready_s * 1000000000ull;
     char err[512] = "";
     for (;;) {
         struct snapshot s;
@@ -563,7 +542,7 @@ static int wait_ready(const struct opts *o)
                 return 0;
         }
         if (rs_clock_ns() >= deadline || g_stop) {
-            fprintf(stderr, "ringserve-stat: %s (waited %.0f s)\n", err, o->wait_ready_s);
+            fprintf(stderr, "ringserve-stat: %s (waited %d s)\n", err, o->wait_ready_s);
             return 1;
         }
         sleep_ms(50);
@@ -596,8 +575,9 @@ static int live(const struct opts *o)
 int main(int argc, char **argv)
 {
     struct opts o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc != 0)
+    int done;
+    int rc = parse_args(argc, argv, &o, &done);
+    if (rc != 0 || done)
         return rc;
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
