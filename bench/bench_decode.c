@@ -193,18 +193,6 @@ struct args {
     uint32_t prompt, steps, context;
 };
 
-static int parse_isa(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
-{
-    int *isa = &((struct args *)dst)->isa;
-    if (strcmp(v, "auto") == 0 || strcmp(v, "portable") == 0 || strcmp(v, "avx2") == 0) {
-        *isa = v[0] == 'p' ? RS_MODEL_ISA_PORTABLE : v[1] == 'v' ? RS_MODEL_ISA_AVX2
-                                                                 : RS_MODEL_ISA_AUTO;
-        return 0;
-    }
-    snprintf(err, len, "option --%s: '%.40s' is not auto, portable or avx2", o->name, v);
-    return -1;
-}
-
 #define A(f) offsetof(struct args, f)
 static const struct rs_opt opts[] = {
     {.name = "model", .short_name = 'm', .kind = RS_OPT_ARG, .off = A(model), .arg = "MODEL.gguf",
@@ -222,7 +210,8 @@ static const struct rs_opt opts[] = {
      .help = "tokens already in each sequence (default 64)"},
     {.name = "reps", .kind = RS_OPT_INT, .off = A(reps), .min = 1, .max = 1000, .arg = "N",
      .help = "runs per figure, the best is shown (the host may be shared; default 3)"},
-    {.name = "isa", .kind = RS_OPT_CALL, .parse = parse_isa, .arg = "auto|portable|avx2",
+    {.name = "isa", .kind = RS_OPT_CHOICE, .off = A(isa), .choices = rs_model_isa_names,
+     .choice_vals = rs_model_isa_values, .arg = "auto|avx2|portable",
      .help = "CPU kernels (default auto)"},
     {0},
 };

@@ -144,6 +144,11 @@ static int store(void *dst, const struct rs_opt *o, const char *val, char *err, 
         *(int *)f = (int)(long long)u;
         return 0;
     }
+    case RS_OPT_LONG:
+        if (parse_integer(o, val, o->min, (unsigned long long)o->max, 0, &u, err, len) != 0)
+            return -1;
+        *(long *)f = (long)(long long)u;
+        return 0;
     case RS_OPT_U32:
         if (parse_integer(o, val, o->min, o->max ? (unsigned long long)o->max : UINT32_MAX,
                           o->max == 0, &u, err, len) != 0)
@@ -179,7 +184,7 @@ static int store(void *dst, const struct rs_opt *o, const char *val, char *err, 
     case RS_OPT_CHOICE:
         if (parse_choice(o, val, &i, err, len) != 0)
             return -1;
-        *(int *)f = i;
+        *(int *)f = o->choice_vals != NULL ? o->choice_vals[i] : i;
         return 0;
     case RS_OPT_U32_LIST: return parse_list(dst, o, val, err, len);
     case RS_OPT_CALL: return o->parse(dst, o, val, err, len);

@@ -24,12 +24,13 @@ enum rs_opt_kind {
     RS_OPT_BOOL,   /* no value: stores `val` (0 or 1) into a bool */
     RS_OPT_INT,    /* decimal in [min, max] into an int (int32_t) */
     RS_OPT_U32,    /* decimal in [min, max] into a uint32_t */
+    RS_OPT_LONG,   /* decimal in [min, max] into a long */
     RS_OPT_U64,    /* decimal in [min, max] into a uint64_t (max 0: no upper bound) */
     RS_OPT_FLOAT,  /* finite number into a float */
     RS_OPT_DOUBLE, /* finite number in [min, max] into a double */
     RS_OPT_STR,    /* 1..size-1 bytes copied into char[size] */
     RS_OPT_ARG,    /* const char * borrowed from argv (valid for the program's life) */
-    RS_OPT_CHOICE, /* one of choices[]: its index into an int */
+    RS_OPT_CHOICE, /* one of choices[]: its index (or choice_vals[index]) into an int */
     RS_OPT_U32_LIST, /* "A,B,C", each in [min, max], into uint32_t[size]; count at count_off */
     RS_OPT_CALL,   /* parse(dst, value) does it all (lists, keys, checked names) */
 };
@@ -53,6 +54,7 @@ struct rs_opt {
     long long min, max;          /* integer kinds: inclusive range */
     long long val;               /* flag kinds: the value stored */
     const char *const *choices;  /* RS_OPT_CHOICE: NULL-terminated */
+    const int *choice_vals;      /* RS_OPT_CHOICE: the value stored for each; NULL: the index */
     rs_opt_parse_fn parse;       /* RS_OPT_CALL */
     uint32_t has_bit;            /* != 0: also set this bit of the uint32_t at has_off */
     size_t has_off;

@@ -42,29 +42,13 @@ static int parse_backend(void *dst, const struct rs_opt *o, const char *v, char 
     return 0;
 }
 
-static int parse_isa(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
-{
-    static const struct {
-        const char *name;
-        int isa;
-    } isas[] = {{"auto", RS_MODEL_ISA_AUTO}, {"avx2", RS_MODEL_ISA_AVX2},
-                {"portable", RS_MODEL_ISA_PORTABLE}};
-    (void)o;
-    for (size_t i = 0; i < sizeof(isas) / sizeof(isas[0]); i++)
-        if (strcmp(v, isas[i].name) == 0) {
-            ((struct launcher_opts *)dst)->isa = isas[i].isa;
-            return 0;
-        }
-    snprintf(err, len, "option --isa: '%.80s' is not auto, avx2 or portable", v);
-    return -1;
-}
-
 #define LO(f) offsetof(struct launcher_opts, f)
 
 const struct rs_opt launcher_opt_table[] = {
     {.name = "threads", .kind = RS_OPT_INT, .off = LO(n_threads), .min = 0, .max = 1024,
      .arg = "N", .help = "model threads (default 0: every CPU it may use)"},
-    {.name = "isa", .kind = RS_OPT_CALL, .parse = parse_isa, .arg = "auto|avx2|portable",
+    {.name = "isa", .kind = RS_OPT_CHOICE, .off = LO(isa), .choices = rs_model_isa_names,
+     .choice_vals = rs_model_isa_values, .arg = "auto|avx2|portable",
      .help = "CPU kernels (default auto: the best the CPU has)"},
     {.name = "spin-us", .kind = RS_OPT_U32, .off = LO(spin_us), .min = 0, .max = 1000000,
      .arg = "N",

@@ -11,7 +11,7 @@
  * those concerns; this is a thin driver of the library).
  */
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/detok.h"
 #include "common/log.h"
+#include "common/opt.h"
 #include "common/tokenizer.h"
 #include "common/vocab.h"
 #include "launcherd/engine/model.h"
@@ -35,19 +36,46 @@
 struct args {
     const char *model, *prompt;
     uint32_t n, block_size;
-    int threads, isa, print_ids, seed_given;
+    int threads, isa, print_ids;
+    uint32_t seed_given; /* bit 1: --seed was given */
     struct rs_sampling_params sp;
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: ringserve-generate -m MODEL.gguf [-p PROMPT] [-n N] [--temp T] [--seed S]\n"
-               "         [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--threads N]\n"
-               "         [--block-size B] [--isa auto|avx2|portable] [--ids]\n"
-               "Generates N tokens (default 256) after the prompt (default: BOS alone) and\n"
-               "prints the text (--ids: the token ids) on stdout; speed goes to stderr.\n"
-               "--temp 0 is greedy (default 0.8). --seed defaults to the time (printed).\n");
-}
+#define A(f) offsetof(struct args, f)
+#define SP(f) offsetof(struct args, sp.f)
+#define REAL(nm, f, h) {.name = nm, .kind = RS_OPT_FLOAT, .off = SP(f), .arg = "F", .help = h}
+
+static const struct rs_opt opts[] = {
+    {.name = "model", .short_name = 'm', .kind = RS_OPT_ARG, .off = A(model),
+     .arg = "MODEL.gguf", .help = "the model (required)"},
+    {.name = "prompt", .short_name = 'p', .kind = RS_OPT_ARG, .off = A(prompt), .arg = "PROMPT",
+     .help = "text before the output (default: BOS alone)"},
+    {.name = "n", .short_name = 'n', .kind = RS_OPT_U32, .off = A(n), .min = 1, .max = MAX_GEN,
+     .arg = "N", .help = "tokens to generate (default 256)"},
+    REAL("temp", temperature, "temperature; 0 is greedy (default 0.8)"),
+    {.name = "seed", .kind = RS_OPT_U64, .off = SP(seed), .has_bit = 1,
+     .has_off = A(seed_given), .arg = "S", .help = "sampling seed (default: the time, printed)"},
+    {.name = "top-k", .kind = RS_OPT_INT, .off = SP(top_k), .min = 0, .max = INT32_MAX,
+     .arg = "K", .help = "keep the K most likely tokens (0 = off)"},
+    REAL("top-p", top_p, "nucleus sampling, (0, 1]"),
+    REAL("min-p", min_p, "drop tokens below F x the best one's p"),
+    REAL("repeat-penalty", repetition_penalty, "repetition penalty (1 = off)"),
+    {.name = "threads", .kind = RS_OPT_INT, .off = A(threads), .min = 0, .max = 1024,
+     .arg = "N", .help = "model threads (default 0: every CPU)"},
+    {.name = "block-size", .kind = RS_OPT_U32, .off = A(block_size), .min = 1, .max = 65536,
+     .arg = "B", .help = "KV block tokens"},
+    {.name = "isa", .kind = RS_OPT_CHOICE, .off = A(isa), .choices = rs_model_isa_names,
+     .choice_vals = rs_model_isa_values, .arg = "auto|avx2|portable",
+     .help = "CPU kernels (default auto)"},
+    {.name = "ids", .kind = RS_OPT_FLAG, .off = A(print_ids), .val = 1,
+     .help = "print the token ids instead of the text"},
+    {0},
+};
+
+static const char usage[] =
+    "usage: ringserve-generate -m MODEL.gguf [options]\n"
+    "Generates N tokens after the prompt and prints the text (--ids: the token ids)\n"
+    "on stdout; speed goes to stderr.\n";
 
 /* Prints "ringserve-generate: <message>" to stderr; returns -1 for the caller to return. */
 static int errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -63,115 +91,25 @@ static int errorf(const char *fmt, ...)
     return -1;
 }
 
-static int bad(const char *opt, const char *val, const char *why)
-{
-    return errorf("%s '%s': %s", opt, val, why);
-}
-
-/* Whole-string unsigned integer in [lo, hi]. */
-static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (s[0] == '\0' || s[0] == '-' || *end != '\0' || errno != 0)
-        return bad(opt, s, "not an unsigned integer");
-    if (v < lo || v > hi) {
-        char why[96];
-        snprintf(why, sizeof(why), "must be in %llu..%llu", (unsigned long long)lo,
-                 (unsigned long long)hi);
-        return bad(opt, s, why);
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_float(const char *opt, const char *s, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (s[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v))
-        return bad(opt, s, "not a finite number");
-    *out = v;
-    return 0;
-}
-
-enum { O_TEMP = 256, O_SEED, O_TOPK, O_TOPP, O_MINP, O_REP, O_THREADS, O_BS, O_IDS, O_ISA };
-
-static int parse_isa(const char *s, int *isa)
-{
-    if (strcmp(s, "auto") == 0)
-        *isa = RS_MODEL_ISA_AUTO;
-    else if (strcmp(s, "avx2") == 0)
-        *isa = RS_MODEL_ISA_AVX2;
-    else if (strcmp(s, "portable") == 0)
-        *isa = RS_MODEL_ISA_PORTABLE;
-    else
-        return bad("--isa", s, "must be auto, avx2 or portable");
-    return 0;
-}
-
-/* One option; 0 on success, -1 (message printed) on a bad value. */
-static int apply_opt(int c, const char *v, struct args *a)
-{
-    uint64_t u = 0;
-    int rc = 0;
-    switch (c) {
-    case 'm': a->model = v; break;
-    case 'p': a->prompt = v; break;
-    case 'n': rc = parse_u64("-n", v, 1, MAX_GEN, &u), a->n = (uint32_t)u; break;
-    case O_TEMP: rc = parse_float("--temp", v, &a->sp.temperature); break;
-    case O_SEED: rc = parse_u64("--seed", v, 0, UINT64_MAX, &a->sp.seed), a->seed_given = 1; break;
-    case O_TOPK: rc = parse_u64("--top-k", v, 0, INT32_MAX, &u), a->sp.top_k = (int32_t)u; break;
-    case O_TOPP: rc = parse_float("--top-p", v, &a->sp.top_p); break;
-    case O_MINP: rc = parse_float("--min-p", v, &a->sp.min_p); break;
-    case O_REP: rc = parse_float("--repeat-penalty", v, &a->sp.repetition_penalty); break;
-    case O_THREADS: rc = parse_u64("--threads", v, 0, 1024, &u), a->threads = (int)u; break;
-    case O_BS: rc = parse_u64("--block-size", v, 1, 65536, &u), a->block_size = (uint32_t)u; break;
-    case O_ISA: rc = parse_isa(v, &a->isa); break;
-    case O_IDS: a->print_ids = 1; break;
-    default: return -1;
-    }
-    return rc;
-}
-
+/* -1 to run, else the exit code. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
-    static const struct option lo[] = {
-        {"model", 1, 0, 'm'},       {"prompt", 1, 0, 'p'},          {"n", 1, 0, 'n'},
-        {"temp", 1, 0, O_TEMP},     {"seed", 1, 0, O_SEED},         {"top-k", 1, 0, O_TOPK},
-        {"top-p", 1, 0, O_TOPP},    {"min-p", 1, 0, O_MINP},        {"threads", 1, 0, O_THREADS},
-        {"repeat-penalty", 1, 0, O_REP}, {"block-size", 1, 0, O_BS}, {"ids", 0, 0, O_IDS},
-        {"isa", 1, 0, O_ISA},       {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
     memset(a, 0, sizeof(*a));
     a->n = 256;
     a->block_size = RS_KVCACHE_DEFAULT_BLOCK;
     a->isa = RS_MODEL_ISA_AUTO;
     rs_sampling_params_default(&a->sp);
     a->sp.temperature = 0.8f;
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:p:n:h", lo, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            exit(0);
-        }
-        if (c == '?' || c == ':') {
-            return errorf("%s option '%s'", c == ':' ? "missing value for" : "unknown",
-                          argv[optind - 1]);
-        }
-        if (apply_opt(c, optarg, a) != 0)
-            return -1;
-    }
-    if (optind < argc)
-        return bad("argument", argv[optind], "unexpected (the prompt goes after -p)");
-    if (a->model == NULL)
-        return errorf("-m MODEL.gguf is required");
+    struct rs_opt_group g = {NULL, opts, a, NULL};
+    int code = rs_opt_main("ringserve-generate", usage, &g, 1, argc, argv, 0, NULL);
+    if (code >= 0)
+        return code;
     char err[256];
+    if (a->model == NULL)
+        return errorf("-m MODEL.gguf is required"), EXIT_USAGE;
     if (rs_sampling_params_validate(&a->sp, err, sizeof(err)) != RS_OK)
-        return errorf("%s", err);
-    return 0;
+        return errorf("%s", err), EXIT_USAGE;
+    return -1;
 }
 
 /* Everything one run holds; freed by gen_fini. */
@@ -343,10 +281,9 @@ int main(int argc, char **argv)
 {
     rs_log_init("generate");
     struct args a;
-    if (parse_args(argc, argv, &a) != 0) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    int code = parse_args(argc, argv, &a);
+    if (code >= 0)
+        return code;
     if (!a.seed_given)
         a.sp.seed = (uint64_t)time(NULL);
     struct gen g = {0};

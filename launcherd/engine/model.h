@@ -40,6 +40,10 @@ struct rs_model_hparams {
 #define RS_MODEL_ISA_PORTABLE 0 /* plain C */
 #define RS_MODEL_ISA_AVX2 1     /* AVX2 + FMA + F16C */
 
+/* The --isa names (NULL-terminated) and their RS_MODEL_ISA_* values, for option tables. */
+extern const char *const rs_model_isa_names[];
+extern const int rs_model_isa_values[];
+
 #define RS_MODEL_DEFAULT_MAX_TOKENS 4096 /* rows per step unless set */
 
 struct rs_model_opts {
