@@ -20,6 +20,7 @@
 #include "client/client.h"
 #include "client/options.h"
 #include "common/clock.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/opt.h"
 #include "common/tokenizer.h"
@@ -285,6 +286,14 @@ static void print_dist(const char *title, const char *name, struct dist d)
 }
 
 /* Per-request figures of the measured, successful requests. */
+/* A distribution as {mean, p50, p90, p99}, rounded to `decimals` places. */
+static json_t *dist_json(const struct dist *d, int decimals)
+{
+    return json_pack("{s:o,s:o,s:o,s:o}", "mean", rs_json_real(d->mean, decimals), "p50",
+                     rs_json_real(d->p50, decimals), "p90", rs_json_real(d->p90, decimals),
+                     "p99", rs_json_real(d->p99, decimals));
+}
+
 struct figures {
     struct dist ttft, tpot, itl, e2e;
     uint32_t ok, failed;
@@ -372,15 +381,15 @@ static void report(const struct lg *g, const struct figures *f)
     printf("==================================================\n");
     if (!g->a.json)
         return;
-    printf("{\"requests\":%u,\"failed\":%u,\"duration_s\":%.3f,\"req_per_s\":%.3f,"
-           "\"output_tok_per_s\":%.2f,\"ttft_ms\":{\"mean\":%.2f,\"p50\":%.2f,\"p90\":%.2f,"
-           "\"p99\":%.2f},\"tpot_ms\":{\"mean\":%.3f,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
-           "\"itl_ms\":{\"mean\":%.3f,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
-           "\"e2e_ms\":{\"mean\":%.2f,\"p50\":%.2f,\"p90\":%.2f,\"p99\":%.2f}}\n",
-           f->ok, f->failed, secs, secs > 0 ? f->ok / secs : 0,
-           secs > 0 ? (double)f->out_tokens / secs : 0, f->ttft.mean, f->ttft.p50, f->ttft.p90,
-           f->ttft.p99, f->tpot.mean, f->tpot.p50, f->tpot.p90, f->tpot.p99, f->itl.mean,
-           f->itl.p50, f->itl.p90, f->itl.p99, f->e2e.mean, f->e2e.p50, f->e2e.p90, f->e2e.p99);
+    rs_json_print(stdout, json_pack("{s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "requests",
+                                    (json_int_t)f->ok, "failed", (json_int_t)f->failed,
+                                    "duration_s", rs_json_real(secs, 3), "req_per_s",
+                                    rs_json_real(secs > 0 ? f->ok / secs : 0, 3),
+                                    "output_tok_per_s",
+                                    rs_json_real(secs > 0 ? (double)f->out_tokens / secs : 0, 2),
+                                    "ttft_ms", dist_json(&f->ttft, 2), "tpot_ms",
+                                    dist_json(&f->tpot, 3), "itl_ms", dist_json(&f->itl, 3),
+                                    "e2e_ms", dist_json(&f->e2e, 2)));
 }
 
 /* --- arguments ------------------------------------------------------------------------------- */

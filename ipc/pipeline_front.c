@@ -122,3 +122,15 @@ void rs_pipe_front_close(struct rs_pipe_front *f)
     rs_zsock_destroy(&f->ipc);
     rs_zauth_destroy(&f->zauth);
 }
+
+int rs_pipe_front_poll_items(const struct rs_pipe_front *f, zmq_pollitem_t *items,
+                             rs_zsock **socks)
+{
+    int n = 0;
+    socks[n++] = f->ipc;
+    if (f->tcp != NULL)
+        socks[n++] = f->tcp;
+    for (int i = 0; i < n; i++)
+        items[i] = (zmq_pollitem_t){.socket = rs_zsock_handle(socks[i]), .events = ZMQ_POLLIN};
+    return n;
+}

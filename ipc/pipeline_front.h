@@ -12,6 +12,7 @@
 #define RS_PIPELINE_FRONT_H
 
 #include <stddef.h>
+#include <zmq.h>
 
 #include "common/err.h"
 #include "common/opt.h"
@@ -65,6 +66,14 @@ rs_err rs_pipe_front_open(struct rs_pipe_front *f, void *zctx, const char *rundi
 
 /* Closes the sockets and stops the ZAP handler; safe on a zeroed or partly opened f. */
 void rs_pipe_front_close(struct rs_pipe_front *f);
+
+/*
+ * Fills items[0..n) for zmq_poll (ZMQ_POLLIN) and socks[0..n) with the open
+ * client sockets, ipc first, then tcp when it is on; returns n (1 or 2).
+ * items and socks need 2 entries. The calling thread (the sockets' owner).
+ */
+int rs_pipe_front_poll_items(const struct rs_pipe_front *f, zmq_pollitem_t *items,
+                             rs_zsock **socks);
 
 /* The socket for a client of that transport (tcp: 1), or NULL when it is not open. */
 static inline rs_zsock *rs_pipe_front_sock(const struct rs_pipe_front *f, int tcp)

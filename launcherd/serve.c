@@ -89,8 +89,8 @@ static int answer(struct launcher *l, struct rs_pipe_doors *d)
     }
     l->held = 0;
     if (info.status != RS_PIPE_RESULT_KV_LOST && info.status != RS_PIPE_RESULT_ERROR)
-        rs_hist_add(&l->p->metrics->stage[RS_PIPE_STAGE_LAUNCHERD].hist[RS_H_LAU_STEP],
-                    (res->done_ns - res->picked_ns) / 1000);
+        rs_hist_add_ns(&l->p->metrics->stage[RS_PIPE_STAGE_LAUNCHERD].hist[RS_H_LAU_STEP],
+                       res->done_ns - res->picked_ns);
     ring_done(l, d, &info, wr.slot);
     return 1;
 }

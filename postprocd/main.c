@@ -80,12 +80,7 @@ static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
                             err, err_len);
     if (rc != RS_OK)
         return rc;
-    pd->socks[0] = d->front.ipc;
-    pd->socks[1] = d->front.tcp;
-    pd->n_client = pd->socks[1] != NULL ? 2 : 1;
-    for (int i = 0; i < pd->n_client; i++)
-        pd->items[i] = (zmq_pollitem_t){.socket = rs_zsock_handle(pd->socks[i]),
-                                        .events = ZMQ_POLLIN};
+    pd->n_client = rs_pipe_front_poll_items(&d->front, pd->items, pd->socks);
     pd->items[pd->n_client] = (zmq_pollitem_t){.socket = rs_zsock_handle(st->doors.inbox),
                                                .events = ZMQ_POLLIN};
     return RS_OK;

@@ -176,7 +176,7 @@ static int admit_commit(struct sched *s, uint32_t idx, uint32_t n_hit, uint32_t 
         r->scheduled_ns = now;
         r->n_cached = min_u32(hit_tok, sr->n_prompt);
         if (now > r->accepted_ns && r->accepted_ns != 0)
-            rs_hist_add(&s->m->hist[RS_H_SCH_QUEUE_WAIT], (now - r->accepted_ns) / 1000);
+            rs_hist_add_ns(&s->m->hist[RS_H_SCH_QUEUE_WAIT], now - r->accepted_ns);
     }
     rs_err rc = rs_table_transition(s->p->requests, ref, RS_PIPE_REQ_WAITING,
                                     RS_PIPE_REQ_RUNNING);

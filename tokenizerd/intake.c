@@ -19,20 +19,20 @@
 #include "ipc/pipeline_req.h"
 #include "tokenizerd/tokd.h"
 
-#define US(ns) ((ns) / 1000u)
 
 static void metric(struct tokd *t, unsigned i, uint64_t n)
 {
     rs_counter_add(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].counter[i], n);
 }
 
+/* 63 random bits: a seed the server picks stays a plain integer in JSON (common/json.h). */
 static uint64_t pick_seed(void)
 {
     uint64_t seed;
     if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == (ssize_t)sizeof(seed))
-        return seed;
+        return seed & INT64_MAX;
     /* Entropy pool not ready (early boot): any value serves, the ack reports it. */
-    return rs_clock_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+    return (rs_clock_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid()) & INT64_MAX;
 }
 
 static void send_ack(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
@@ -65,8 +65,8 @@ static int tokenize_prompt(struct tokd *t, rs_zsock *sock, const struct rs_zsock
     rs_err rc = rs_tokenizer_encode(t->tok, g->prompt.ptr, g->prompt.len,
                                     RS_TOKENIZE_ADD_SPECIAL | RS_TOKENIZE_PARSE_SPECIAL, t->ids,
                                     n_ctx, &n);
-    rs_hist_add(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].hist[RS_H_TOK_TOKENIZE],
-                US(rs_clock_ns() - t0));
+    rs_hist_add_ns(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].hist[RS_H_TOK_TOKENIZE],
+                   rs_clock_ns() - t0);
     if (rc == RS_ERANGE || (rc == RS_OK && n >= n_ctx)) {
         tokd_reply_error(t, sock, peer, m->id, RS_WIRE_PROMPT_TOO_LONG,
                          "prompt is %zu tokens; the model's context is %u tokens, which leaves "
@@ -255,8 +255,8 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
                       ref.gen);
     metric(t, RS_M_TOK_ACCEPTED, 1);
     metric(t, RS_M_TOK_PROMPT_TOKENS, n_prompt);
-    rs_hist_add(&p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].hist[RS_H_TOK_INTAKE],
-                US(rs_clock_ns() - arrival_ns));
+    rs_hist_add_ns(&p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].hist[RS_H_TOK_INTAKE],
+                   rs_clock_ns() - arrival_ns);
     rs_log_req(RS_LOG_DEBUG, r->handle, RS_LOG_NOID, "accepted '%s': %u prompt tokens, record "
                "%u/%u", r->id, n_prompt, ref.index, ref.gen);
     return RS_OK;

@@ -65,11 +65,7 @@ static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
     if (rc != RS_OK)
         return rc;
     rs_wire_buf_init(&t->out, RS_WIRE_SERVER_MSG_MAX);
-    d->socks[0] = t->front.ipc;
-    d->socks[1] = t->front.tcp;
-    d->n_socks = d->socks[1] != NULL ? 2 : 1;
-    for (int i = 0; i < d->n_socks; i++)
-        d->items[i] = (zmq_pollitem_t){.socket = rs_zsock_handle(d->socks[i]), .events = ZMQ_POLLIN};
+    d->n_socks = rs_pipe_front_poll_items(&t->front, d->items, d->socks);
     uint32_t live = dedup_rebuild(t->index, t->p->requests);
     rs_log_info("model %s, %u tokens of context, %u vocab, %u requests in flight found",
                 st->args.cfg.model_path, st->args.cfg.n_ctx, st->args.cfg.n_vocab, live);
