@@ -262,11 +262,13 @@ int main(int argc, char **argv)
     struct door_args a = {100000, 1000000, 20000};
     const struct rs_opt opts[] = {
         {.name = "messages", .short_name = 'n', .kind = RS_OPT_U64, .off = DA(n), .min = 1,
-         .max = 1ll << 40, .arg = "N", .help = "paced messages for the latency figure (default 100000)"},
+         .max = 1ll << 40, .arg = "N",
+         .help = "paced messages for the latency figure (default 100000)"},
         {.name = "peak", .short_name = 'p', .kind = RS_OPT_U64, .off = DA(peak_n), .min = 1,
-         .max = 1ll << 40, .arg = "N", .help = "messages for the peak-rate figure (default 1000000)"},
-        {.name = "rate", .short_name = 'r', .kind = RS_OPT_DOUBLE, .off = DA(rate),
-         .min = 1, .max = 100000000, .arg = "R", .help = "paced messages per second (default 20000)"},
+         .max = 1ll << 40, .arg = "N",
+         .help = "messages for the peak-rate figure (default 1000000)"},
+        {.name = "rate", .short_name = 'r', .kind = RS_OPT_DOUBLE, .off = DA(rate), .min = 1,
+         .max = 100000000, .arg = "R", .help = "paced messages per second (default 20000)"},
         {0},
     };
     struct rs_opt_group g = {NULL, opts, &a, NULL};

@@ -47,7 +47,10 @@ int main(int argc, char **argv)
 {
     static const struct rs_opt no_opts[] = {{0}};
     struct rs_opt_group og = {NULL, no_opts, NULL, NULL};
-    int first, code = rs_opt_main("bench_quant", "usage: bench_quant [MIB_OF_F32 in 1..16384]\nDequantization throughput against memcpy.\n", &og, 1, argc, argv, RS_OPT_OPERANDS, &first);
+    int first, code = rs_opt_main("bench_quant",
+                                  "usage: bench_quant [MIB_OF_F32 in 1..16384]\n"
+                                  "Dequantization throughput against memcpy.\n",
+                                  &og, 1, argc, argv, RS_OPT_OPERANDS, &first);
     if (code >= 0)
         return code;
     argv += first - 1, argc -= first - 1; /* the operands are argv[1..] as before */

@@ -58,14 +58,18 @@ static int parse_stop_ids(void *dst, const struct rs_opt *o, const char *val, ch
 
 #define GEN(f) offsetof(struct rs_client_gen_args, gen.f)
 #define GEN_HAS(b) .has_bit = RS_WIRE_GEN_##b, .has_off = GEN(has)
-#define GEN_NUM(nm, k, f, b, a, h) {.name = nm, .kind = k, .off = GEN(f), GEN_HAS(b), .arg = a, .help = h}
+#define GEN_NUM(nm, k, f, b, a, h)                                                               \
+    {.name = nm, .kind = k, .off = GEN(f), GEN_HAS(b), .arg = a, .help = h}
 
 const struct rs_opt rs_client_gen_opts[] = {
     GEN_NUM("max-tokens", RS_OPT_U32, max_tokens, MAX_TOKENS, "N",
             "most tokens to generate (default: until the context is full)"),
-    GEN_NUM("temperature", RS_OPT_FLOAT, temperature, TEMPERATURE, "F", "0 = greedy (default 1.0)"),
-    GEN_NUM("top-p", RS_OPT_FLOAT, top_p, TOP_P, "F", "nucleus sampling, (0, 1] (default 1.0 = off)"),
-    GEN_NUM("top-k", RS_OPT_INT, top_k, TOP_K, "N", "keep the N most likely tokens (default 0 = off)"),
+    GEN_NUM("temperature", RS_OPT_FLOAT, temperature, TEMPERATURE, "F",
+            "0 = greedy (default 1.0)"),
+    GEN_NUM("top-p", RS_OPT_FLOAT, top_p, TOP_P, "F",
+            "nucleus sampling, (0, 1] (default 1.0 = off)"),
+    GEN_NUM("top-k", RS_OPT_INT, top_k, TOP_K, "N",
+            "keep the N most likely tokens (default 0 = off)"),
     GEN_NUM("min-p", RS_OPT_FLOAT, min_p, MIN_P, "F",
             "drop tokens below F x the best one's p (default 0 = off)"),
     GEN_NUM("repetition-penalty", RS_OPT_FLOAT, repetition_penalty, REPETITION_PENALTY, "F",
@@ -187,7 +191,8 @@ const struct rs_opt rs_client_conn_opts[] = {
     {.name = "curve-postprocd", .kind = RS_OPT_CALL, .parse = parse_postprocd_key,
      .arg = "KEY|FILE", .help = "postprocd's key when it differs from tokenizerd's"},
     CONN_MS("timeout", request_timeout_ms, "per-request time limit (default 600000; 0 = none)"),
-    CONN_MS("ack-timeout", ack_timeout_ms, "resend an unacknowledged request after MS (default 1000)"),
+    CONN_MS("ack-timeout", ack_timeout_ms,
+            "resend an unacknowledged request after MS (default 1000)"),
     CONN_MS("stall", stall_ms, "ask postprocd to resume a request silent for MS (default 1000)"),
     {0},
 };

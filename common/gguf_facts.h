@@ -29,7 +29,8 @@ struct rs_gguf_facts {
  * Resolves `path`, stats it and reads the two metadata keys. RS_OK; RS_EIO
  * when the file cannot be resolved or read; RS_EINVAL when it is not a GGUF,
  * has no vocabulary, or an absolute path that does not fit (a missing
- * context length is n_ctx_train 0, for the caller to decide). err (err_len bytes) names the file and the problem. Any thread.
+ * context length is n_ctx_train 0, for the caller to decide). err (err_len
+ * bytes) names the file and the problem. Any thread.
  */
 rs_err rs_gguf_facts_read(const char *path, struct rs_gguf_facts *out, char *err, size_t err_len);
 

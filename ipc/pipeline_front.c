@@ -19,8 +19,8 @@ void rs_pipe_front_opts_init(struct rs_pipe_front_opts *o)
     memset(o, 0, sizeof(*o));
 }
 
-#define FRONT_STR(nm, field, a, h)                                                             \
-    {.name = nm, .kind = RS_OPT_STR, .off = offsetof(struct rs_pipe_front_opts, field),             \
+#define FRONT_STR(nm, field, a, h)                                                               \
+    {.name = nm, .kind = RS_OPT_STR, .off = offsetof(struct rs_pipe_front_opts, field),          \
      .size = sizeof(((struct rs_pipe_front_opts *)0)->field), .arg = a, .help = h}
 
 const struct rs_opt rs_pipe_front_opt_table[] = {

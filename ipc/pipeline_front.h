@@ -43,7 +43,8 @@ void rs_pipe_front_opts_init(struct rs_pipe_front_opts *o);
 
 /* The frontend options as a table (common/opt.h) over struct rs_pipe_front_opts. */
 extern const struct rs_opt rs_pipe_front_opt_table[];
-#define RS_PIPE_FRONT_OPTS_TITLE "client access options (give tokenizerd and postprocd the same ones)"
+#define RS_PIPE_FRONT_OPTS_TITLE                                                                 \
+    "client access options (give tokenizerd and postprocd the same ones)"
 
 /*
  * Cross-option rules, after every option was parsed: --listen needs a

@@ -218,10 +218,18 @@ static int test_daemon_tables_parse_together(void)
     struct rs_place_opts po;
     struct rs_pipe_front_opts fo;
     char err[256];
-    char *argv[] = {(char *)"d",          (char *)"--model=/m.gguf", (char *)"--ctx",
-                    (char *)"64",         (char *)"--policy=priority", (char *)"--no-prefix-caching",
-                    (char *)"--numa",     (char *)"0",               (char *)"--cpus=0-1",
-                    (char *)"--listen",   (char *)"tcp://*:1",       NULL};
+    char *argv[] = {(char *)"d",
+                    (char *)"--model=/m.gguf",
+                    (char *)"--ctx",
+                    (char *)"64",
+                    (char *)"--policy=priority",
+                    (char *)"--no-prefix-caching",
+                    (char *)"--numa",
+                    (char *)"0",
+                    (char *)"--cpus=0-1",
+                    (char *)"--listen",
+                    (char *)"tcp://*:1",
+                    NULL};
     rs_pipe_args_init(&pa);
     rs_place_opts_default(&po);
     memset(&fo, 0, sizeof(fo));
