@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Load generator for a running ringserve instance (issue 5 item 10), after
+ * Load generator for a running ringserve instance, after
  * vLLM's benchmark_serving: N clients driven from one event loop, closed loop
  * (C requests always in flight) or Poisson arrivals at a rate, prompt and
  * output lengths fixed or uniform, prompts from real text tokenized with the

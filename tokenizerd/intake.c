@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A generate request into a committed request record (wave-2 contract step
- * 1): validate, deduplicate by (client, request id), tokenize with the
+ * A generate request into a committed request record (pipeline_req.h,
+ * CLAIMED -> WAITING): validate, deduplicate by (client, request id), tokenize with the
  * model's vocab, claim a record (full table = "overloaded"), fill the intake
  * fields, write the prompt into the token arena, publish WAITING, acknowledge
  * and ring schedulerd. Each step before the publish may be lost to a crash:

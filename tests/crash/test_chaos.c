@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Issue 6 item 4 through the four real daemons, this test their supervisor
+ * The crash model through the four real daemons, this test their supervisor
  * (pipeline_chaos.h), under 8 clients of mixed requests: a 60 s SIGKILL storm
  * (launcherd mid-step, postprocd mid-stream); each stage SIGSTOPped, replaced
  * and resumed (exit 1, nothing written); killed inside its own recovery; every
