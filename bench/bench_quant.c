@@ -45,12 +45,10 @@ static double best_of(int reps, enum rs_ggml_type t, int to_f32, const void *q, 
 
 int main(int argc, char **argv)
 {
-    static const struct rs_opt no_opts[] = {{0}};
-    struct rs_opt_group og = {NULL, no_opts, NULL, NULL};
     int first, code = rs_opt_main("bench_quant",
                                   "usage: bench_quant [MIB_OF_F32 in 1..16384]\n"
                                   "Dequantization throughput against memcpy.\n",
-                                  &og, 1, argc, argv, RS_OPT_OPERANDS, &first);
+                                  NULL, 0, argc, argv, RS_OPT_OPERANDS, &first);
     if (code >= 0)
         return code;
     argv += first - 1, argc -= first - 1; /* the operands are argv[1..] as before */

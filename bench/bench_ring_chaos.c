@@ -16,12 +16,10 @@
 
 int main(int argc, char **argv)
 {
-    static const struct rs_opt no_opts[] = {{0}};
-    struct rs_opt_group og = {NULL, no_opts, NULL, NULL};
     int first, code = rs_opt_main("bench_ring_chaos",
                                   "usage: bench_ring_chaos [SECONDS (0..86400]] "
                                   "[SLOTS (power of two >= 2)]\nThe ring under a kill storm.\n",
-                                  &og, 1, argc, argv, RS_OPT_OPERANDS, &first);
+                                  NULL, 0, argc, argv, RS_OPT_OPERANDS, &first);
     if (code >= 0)
         return code;
     argv += first - 1, argc -= first - 1; /* the operands are argv[1..] as before */

@@ -97,12 +97,10 @@ static double expf_pass(const float *l, int32_t n, int iters)
 
 int main(int argc, char **argv)
 {
-    static const struct rs_opt no_opts[] = {{0}};
-    struct rs_opt_group og = {NULL, no_opts, NULL, NULL};
     int first, code = rs_opt_main("bench_sampler",
                                   "usage: bench_sampler [ITERATIONS >= 1]\n"
                                   "Sampler cost per token.\n",
-                                  &og, 1, argc, argv, RS_OPT_OPERANDS, &first);
+                                  NULL, 0, argc, argv, RS_OPT_OPERANDS, &first);
     if (code >= 0)
         return code;
     argv += first - 1, argc -= first - 1; /* the operands are argv[1..] as before */

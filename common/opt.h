@@ -82,7 +82,7 @@ struct rs_opt_group {
 
 /*
  * Parses argv[1..argc) against the groups (an option name appears in one
- * group only). Operands are an error unless flags has RS_OPT_OPERANDS; then
+ * group only; n_groups 0 for a program with --help and operands alone). Operands are an error unless flags has RS_OPT_OPERANDS; then
  * argv is permuted so they are argv[*first..argc) (with RS_OPT_IN_ORDER,
  * everything from the first operand or "--" on is left as operands).
  * Returns RS_OPT_OK, RS_OPT_HELP, or RS_OPT_ERROR with err (err_len bytes)

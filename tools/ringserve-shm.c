@@ -33,14 +33,11 @@ static const char usage_text[] = "usage: ringserve-shm list\n"
                                  "       ringserve-shm rm NAME\n"
                                  "NAME is a segment name, with or without its leading '/'.\n";
 
-static const struct rs_opt no_opts[] = {{0}};
-
 static int usage(const char *msg)
 {
-    struct rs_opt_group g = {NULL, no_opts, NULL, NULL};
     if (msg != NULL)
         fprintf(stderr, "ringserve-shm: %s\n", msg);
-    rs_opt_help(stderr, usage_text, &g, 1);
+    rs_opt_help(stderr, usage_text, NULL, 0);
     return 2;
 }
 
@@ -322,12 +319,11 @@ static int cmd_rm(const char *name)
 int main(int argc, char **argv)
 {
     rs_log_init("ringserve-shm");
-    struct rs_opt_group g = {NULL, no_opts, NULL, NULL};
     char err[256];
     int first;
-    int r = rs_opt_parse(&g, 1, argc, argv, RS_OPT_OPERANDS, &first, err, sizeof(err));
+    int r = rs_opt_parse(NULL, 0, argc, argv, RS_OPT_OPERANDS, &first, err, sizeof(err));
     if (r == RS_OPT_HELP) {
-        rs_opt_help(stdout, usage_text, &g, 1);
+        rs_opt_help(stdout, usage_text, NULL, 0);
         return 0;
     }
     if (r != RS_OPT_OK)
