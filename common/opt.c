@@ -125,25 +125,18 @@ static int parse_list(void *dst, const struct rs_opt *o, const char *val, char *
     return 0;
 }
 
-/* Stores val into the field of entry o in dst; 0 or -1 with err set. */
-static int store(void *dst, const struct rs_opt *o, const char *val, char *err, size_t len)
+/* The integer kinds: range (the kind's whole range when the table gives none), then store. */
+static int store_integer(char *f, const struct rs_opt *o, const char *val, char *err, size_t len)
 {
-    char *f = (char *)dst + o->off;
     unsigned long long u;
-    double d;
-    int i;
+    int bounded = o->min != 0 || o->max != 0;
     switch (o->kind) {
-    case RS_OPT_FLAG: *(int *)f = (int)o->val; return 0;
-    case RS_OPT_FLAG32: *(uint32_t *)f = (uint32_t)o->val; return 0;
-    case RS_OPT_BOOL: *(bool *)f = o->val != 0; return 0;
-    case RS_OPT_INT: {
-        int bounded = o->min != 0 || o->max != 0;
+    case RS_OPT_INT:
         if (parse_integer(o, val, bounded ? o->min : INT32_MIN,
                           (unsigned long long)(bounded ? o->max : INT32_MAX), 0, &u, err, len))
             return -1;
         *(int *)f = (int)(long long)u;
         return 0;
-    }
     case RS_OPT_LONG:
         if (parse_integer(o, val, o->min, (unsigned long long)o->max, 0, &u, err, len) != 0)
             return -1;
@@ -155,31 +148,57 @@ static int store(void *dst, const struct rs_opt *o, const char *val, char *err, 
             return -1;
         *(uint32_t *)f = (uint32_t)u;
         return 0;
-    case RS_OPT_U64:
+    default: /* RS_OPT_U64 */
         if (parse_integer(o, val, o->min, o->max ? (unsigned long long)o->max : UINT64_MAX,
                           o->max == 0, &u, err, len) != 0)
             return -1;
         *(uint64_t *)f = (uint64_t)u;
         return 0;
+    }
+}
+
+static int store_real(char *f, const struct rs_opt *o, const char *val, char *err, size_t len)
+{
+    double d;
+    if (parse_real(o, val, &d, err, len) != 0)
+        return -1;
+    if (o->kind == RS_OPT_DOUBLE) {
+        *(double *)f = d;
+        return 0;
+    }
+    if (!isfinite((float)d))
+        return fail(err, len, "is not a finite number", o->name, val, 0, 0);
+    *(float *)f = (float)d;
+    return 0;
+}
+
+static int store_string(char *f, const struct rs_opt *o, const char *val, char *err, size_t len)
+{
+    if (val[0] == '\0' || strlen(val) >= o->size) {
+        snprintf(err, len, "option --%s: value empty or longer than %zu bytes", o->name,
+                 o->size - 1);
+        return -1;
+    }
+    memcpy(f, val, strlen(val) + 1);
+    return 0;
+}
+
+/* Stores val into the field of entry o in dst; 0 or -1 with err set. */
+static int store(void *dst, const struct rs_opt *o, const char *val, char *err, size_t len)
+{
+    char *f = (char *)dst + o->off;
+    int i;
+    switch (o->kind) {
+    case RS_OPT_FLAG: *(int *)f = (int)o->val; return 0;
+    case RS_OPT_FLAG32: *(uint32_t *)f = (uint32_t)o->val; return 0;
+    case RS_OPT_BOOL: *(bool *)f = o->val != 0; return 0;
+    case RS_OPT_INT:
+    case RS_OPT_LONG:
+    case RS_OPT_U32:
+    case RS_OPT_U64: return store_integer(f, o, val, err, len);
     case RS_OPT_FLOAT:
-    case RS_OPT_DOUBLE:
-        if (parse_real(o, val, &d, err, len) != 0)
-            return -1;
-        if (o->kind == RS_OPT_FLOAT && !isfinite((float)d))
-            return fail(err, len, "is not a finite number", o->name, val, 0, 0);
-        if (o->kind == RS_OPT_FLOAT)
-            *(float *)f = (float)d;
-        else
-            *(double *)f = d;
-        return 0;
-    case RS_OPT_STR:
-        if (val[0] == '\0' || strlen(val) >= o->size) {
-            snprintf(err, len, "option --%s: value empty or longer than %zu bytes", o->name,
-                     o->size - 1);
-            return -1;
-        }
-        memcpy(f, val, strlen(val) + 1);
-        return 0;
+    case RS_OPT_DOUBLE: return store_real(f, o, val, err, len);
+    case RS_OPT_STR: return store_string(f, o, val, err, len);
     case RS_OPT_ARG: *(const char **)f = val; return 0;
     case RS_OPT_CHOICE:
         if (parse_choice(o, val, &i, err, len) != 0)
