@@ -42,32 +42,33 @@ static size_t groups_of(const struct rs_stage_def *def, struct rs_stage *st,
     return n;
 }
 
+/* The model's facts, then the configuration completed with them. */
+static rs_err resolve(struct rs_stage *st, char *err, size_t err_len)
+{
+    struct rs_gguf_facts facts;
+    if (st->args.cfg.model_path[0] == '\0') {
+        snprintf(err, err_len, "no model: pass --model PATH");
+        return RS_EINVAL;
+    }
+    rs_err rc = rs_gguf_facts_read(st->args.cfg.model_path, &facts, err, err_len);
+    return rc == RS_OK ? rs_pipe_config_resolve(&st->args.cfg, &facts, err, err_len) : rc;
+}
+
 /* Options, cross-option rules, model facts and configuration: -1 to run, else the exit code. */
 static int configure(const struct rs_stage_def *def, void *self, struct rs_stage *st, int argc,
                      char **argv)
 {
     struct rs_opt_group g[MAX_GROUPS];
     size_t n = groups_of(def, st, g);
-    const char *name = rs_pipe_stage_name(def->stage);
     char err[512];
     int r = rs_opt_parse(g, n, argc, argv, 0, NULL, err, sizeof(err));
     if (r == RS_OPT_HELP) {
         rs_opt_help(stdout, def->usage, g, n);
         return RS_STAGE_EXIT_OK;
     }
-    struct rs_gguf_facts facts;
-    rs_err rc = RS_OK;
-    if (r != RS_OPT_OK)
-        rc = RS_EINVAL;
-    else if (def->check != NULL && (rc = def->check(self, err, sizeof(err))) != RS_OK)
-        ;
-    else if (st->args.cfg.model_path[0] == '\0')
-        snprintf(err, sizeof(err), "no model: pass --model PATH"), rc = RS_EINVAL;
-    else if ((rc = rs_gguf_facts_read(st->args.cfg.model_path, &facts, err, sizeof(err))) ==
-             RS_OK)
-        rc = rs_pipe_config_resolve(&st->args.cfg, &facts, err, sizeof(err));
-    if (rc != RS_OK) {
-        fprintf(stderr, "%s: %s\n", name, err);
+    if (r != RS_OPT_OK || (def->check != NULL && def->check(self, err, sizeof(err)) != RS_OK) ||
+        resolve(st, err, sizeof(err)) != RS_OK) {
+        fprintf(stderr, "%s: %s\n", rs_pipe_stage_name(def->stage), err);
         return RS_STAGE_EXIT_USAGE;
     }
     if (st->args.rundir[0] == '\0')
