@@ -19,9 +19,8 @@
 #include "common/err.h"
 #include "common/sampling.h"
 
-/* The parameters and result types and their validator are common/sampling.h (shared with the
- * wire code and tokenizerd); this is the sampler's name for the logprob bound. */
-#define RS_SAMPLER_MAX_LOGPROBS RS_SAMPLING_MAX_LOGPROBS
+/* The parameters, the result and their validator are common/sampling.h, shared with the wire
+ * code and tokenizerd. */
 
 typedef struct rs_sampler rs_sampler;
 
