@@ -37,6 +37,9 @@ static size_t groups_of(const struct rs_stage_def *def, struct rs_stage *st,
     g[n++] = (struct rs_opt_group){RS_PIPE_OPTS_TITLE, rs_pipe_opts, &st->args, NULL};
     g[n++] = (struct rs_opt_group){"runtime directory", rs_stage_opts, st, NULL};
     g[n++] = (struct rs_opt_group){RS_PLACE_OPTS_TITLE, rs_place_opt_table, &st->place, NULL};
+    if (def->front_opts != NULL)
+        g[n++] = (struct rs_opt_group){RS_PIPE_FRONT_OPTS_TITLE, rs_pipe_front_opt_table,
+                                       def->front_opts, NULL};
     for (size_t i = 0; i < def->n_groups && n < MAX_GROUPS; i++)
         g[n++] = def->groups[i];
     return n;
@@ -66,7 +69,9 @@ static int configure(const struct rs_stage_def *def, void *self, struct rs_stage
         rs_opt_help(stdout, def->usage, g, n);
         return RS_STAGE_EXIT_OK;
     }
-    if (r != RS_OPT_OK || (def->check != NULL && def->check(self, err, sizeof(err)) != RS_OK) ||
+    if (r != RS_OPT_OK ||
+        (def->front_opts != NULL && rs_pipe_front_check(def->front_opts, err, sizeof(err))) ||
+        (def->check != NULL && def->check(self, err, sizeof(err)) != RS_OK) ||
         resolve(st, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "%s: %s\n", rs_pipe_stage_name(def->stage), err);
         return RS_STAGE_EXIT_USAGE;
@@ -97,7 +102,29 @@ static int fenced(const struct rs_stage *st)
     return st->p != NULL && st->p->role != NULL && !rs_role_current(st->p->role);
 }
 
-/* Load, open (the fence), runtime directory, doorbells, attach, ready. */
+/* Runtime directory, doorbells and (frontends) the client sockets of an opened instance. */
+static rs_err bind_sockets(const struct rs_stage_def *def, struct rs_stage *st, char *err,
+                           size_t err_len)
+{
+    rs_err rc;
+    if ((st->zctx = zmq_ctx_new()) == NULL)
+        return RS_ENOMEM;
+    if ((rc = rs_rundir_prepare(st->args.rundir, st->group[0] ? st->group : NULL)) != RS_OK) {
+        snprintf(err, err_len, "runtime directory %s: %s (see above)", st->args.rundir,
+                 rs_strerror(rc));
+        return rc;
+    }
+    if ((rc = rs_pipe_doors_open(&st->doors, st->zctx, st->args.rundir, def->stage)) != RS_OK) {
+        snprintf(err, err_len, "doorbells in %s: %s", st->args.rundir, rs_strerror(rc));
+        return rc;
+    }
+    if (def->front == NULL)
+        return RS_OK;
+    return rs_pipe_front_open(def->front, st->zctx, st->args.rundir,
+                              rs_pipe_stage_name(def->stage), def->front_opts, err, err_len);
+}
+
+/* Load, open (the fence), sockets, attach, ready. */
 static rs_err start(const struct rs_stage_def *def, void *self, struct rs_stage *st)
 {
     char err[512] = "";
@@ -111,15 +138,8 @@ static rs_err start(const struct rs_stage_def *def, void *self, struct rs_stage 
         rs_log_error("cannot open instance %s: %s", st->args.cfg.instance, err);
         return rc == RS_ESTALE ? RS_EIO : rc; /* a newer incarnation refused: not a fence */
     }
-    if ((st->zctx = zmq_ctx_new()) == NULL)
-        rc = RS_ENOMEM;
-    else if ((rc = rs_rundir_prepare(st->args.rundir, st->group[0] ? st->group : NULL)) != RS_OK)
-        snprintf(err, sizeof(err), "runtime directory %s: %s (see above)", st->args.rundir,
-                 rs_strerror(rc));
-    else if ((rc = rs_pipe_doors_open(&st->doors, st->zctx, st->args.rundir, def->stage)) !=
-             RS_OK)
-        snprintf(err, sizeof(err), "doorbells in %s: %s", st->args.rundir, rs_strerror(rc));
-    else if (def->attach != NULL)
+    rc = bind_sockets(def, st, err, sizeof(err));
+    if (rc == RS_OK && def->attach != NULL)
         rc = def->attach(self, st, err, sizeof(err));
     if (rc == RS_OK)
         rc = rs_role_ready(st->p->role);
@@ -148,6 +168,8 @@ static void finish(const struct rs_stage_def *def, void *self, struct rs_stage *
 {
     if (def->close != NULL)
         def->close(self);
+    if (def->front != NULL)
+        rs_pipe_front_close(def->front);
     rs_pipe_doors_close(&st->doors);
     if (st->zctx != NULL)
         zmq_ctx_term(st->zctx);

@@ -47,6 +47,7 @@
 #include "common/placement.h"
 #include "ipc/pipeline.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_front.h"
 
 #define RS_STAGE_TICK_MS 10 /* longest wait of one pass: the rescan period (DESIGN.md 1) */
 
@@ -76,6 +77,12 @@ struct rs_stage_def {
     int keep_place;                    /* 1: keep st->pl after start-up (launcherd binds pages) */
     const struct rs_opt_group *groups; /* the daemon's own options, after the shared ones */
     size_t n_groups;
+
+    /* Frontends (tokenizerd, postprocd): when set, the skeleton takes the client access
+     * options into front_opts, checks them, binds the client sockets into front before the
+     * attach hook (after the doorbells) and closes them after the close hook. */
+    struct rs_pipe_front_opts *front_opts;
+    struct rs_pipe_front *front;
 
     /* Optional: rules across options, after parsing; RS_EINVAL (err set) exits 2. */
     rs_err (*check)(void *self, char *err, size_t err_len);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * postprocd: client output. Its life (options, the fence, exits) is the
- * stage skeleton's (ipc/stage.h); here are its hooks: its own and the
- * client access options, the vocab before the fence, scratch and the client
- * ROUTER(s) once the instance is open, and a pass that sleeps in zmq_poll
+ * stage skeleton's (ipc/stage.h), which also binds the client ROUTER(s)
+ * from the client access options; here are its hooks: its own options, the
+ * vocab before the fence, scratch once the instance is open, and a pass that sleeps in zmq_poll
  * (one tick at most), answers client messages, drains doorbells (hints
  * only) and scans shared memory for new tokens and finished requests.
  * Resuming after a crash needs nothing special: the per-request cursors in
@@ -33,12 +33,6 @@ struct postprocd {
 };
 
 static struct postprocd the_daemon = {.linger_ms = 30000, .client_timeout_ms = 30000};
-
-static rs_err check(void *self, char *err, size_t err_len)
-{
-    struct postprocd *pd = self;
-    return rs_pipe_front_check(&pd->front, err, err_len);
-}
 
 static rs_err load(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
@@ -76,10 +70,6 @@ static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
         snprintf(err, err_len, "out of memory");
         return rc;
     }
-    rc = rs_pipe_front_open(&d->front, st->zctx, st->args.rundir, RS_PIPE_POSTPROCD, &pd->front,
-                            err, err_len);
-    if (rc != RS_OK)
-        return rc;
     pd->n_client = rs_pipe_front_poll_items(&d->front, pd->items, pd->socks);
     pd->items[pd->n_client] = (zmq_pollitem_t){.socket = rs_zsock_handle(st->doors.inbox),
                                                .events = ZMQ_POLLIN};
@@ -117,7 +107,6 @@ static rs_err pass(void *self, struct rs_stage *st)
 static void close_all(void *self)
 {
     struct postd *d = &((struct postprocd *)self)->d;
-    rs_pipe_front_close(&d->front);
     rs_wire_buf_fini(&d->out);
     free(d->slots);
     free(d->step);
@@ -143,7 +132,6 @@ static const struct rs_opt own_opts[] = {
 };
 
 static const struct rs_opt_group groups[] = {
-    {RS_PIPE_FRONT_OPTS_TITLE, rs_pipe_front_opt_table, &the_daemon.front, NULL},
     {"postprocd options", own_opts, &the_daemon, NULL},
 };
 
@@ -155,7 +143,8 @@ static const struct rs_stage_def def = {
     .place_role = RS_PLACE_OTHER,
     .groups = groups,
     .n_groups = sizeof(groups) / sizeof(groups[0]),
-    .check = check,
+    .front_opts = &the_daemon.front,
+    .front = &the_daemon.d.front,
     .load = load,
     .attach = attach,
     .ready = ready,

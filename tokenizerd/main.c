@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tokenizerd: client intake. Its life (options, the fence, exits) is the
- * stage skeleton's (ipc/stage.h); here are its hooks: the client access
- * options, the vocab and tokenizer before the fence, the (client, request
- * id) index rebuilt from the request table and the client ROUTER(s) once
- * the instance is open, and a pass that sleeps in zmq_poll (one tick at
+ * stage skeleton's (ipc/stage.h), which also binds the client ROUTER(s)
+ * from the client access options; here are its hooks: the vocab and
+ * tokenizer before the fence, the (client, request id) index rebuilt from
+ * the request table once the instance is open, and a pass that sleeps in zmq_poll (one tick at
  * most), serves generate / cancel / hello and reclaims what dead fenced
  * incarnations held. Leaves out everything after the commit: schedulerd,
  * launcherd and postprocd take it from shared memory.
@@ -32,12 +32,6 @@ struct tokenizerd {
 
 static struct tokenizerd the_daemon; /* static: a fenced exit leaves it as it is (stage.h) */
 
-static rs_err check(void *self, char *err, size_t err_len)
-{
-    struct tokenizerd *d = self;
-    return rs_pipe_front_check(&d->front, err, err_len);
-}
-
 static rs_err load(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct tokd *t = &((struct tokenizerd *)self)->t;
@@ -60,10 +54,6 @@ static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
         snprintf(err, err_len, "out of memory");
         return rc;
     }
-    rc = rs_pipe_front_open(&t->front, st->zctx, st->args.rundir, RS_PIPE_TOKENIZERD, &d->front,
-                            err, err_len);
-    if (rc != RS_OK)
-        return rc;
     rs_wire_buf_init(&t->out, RS_WIRE_SERVER_MSG_MAX);
     d->n_socks = rs_pipe_front_poll_items(&t->front, d->items, d->socks);
     uint32_t live = dedup_rebuild(t->index, t->p->requests);
@@ -118,7 +108,6 @@ static rs_err pass(void *self, struct rs_stage *st)
 static void close_all(void *self)
 {
     struct tokd *t = &((struct tokenizerd *)self)->t;
-    rs_pipe_front_close(&t->front);
     rs_wire_buf_fini(&t->out);
     free(t->ids);
     dedup_destroy(&t->index);
@@ -126,19 +115,14 @@ static void close_all(void *self)
     rs_vocab_destroy(&t->vocab);
 }
 
-static const struct rs_opt_group groups[] = {
-    {RS_PIPE_FRONT_OPTS_TITLE, rs_pipe_front_opt_table, &the_daemon.front, NULL},
-};
-
 static const struct rs_stage_def def = {
     .stage = RS_PIPE_STAGE_TOKENIZERD,
     .usage = "usage: tokenizerd --model PATH [options]\n"
              "Accepts generate/cancel requests from clients (ipc/PROTOCOL.md), tokenizes them\n"
              "with the model's vocab and commits them to shared memory for schedulerd.\n",
     .place_role = RS_PLACE_OTHER,
-    .groups = groups,
-    .n_groups = sizeof(groups) / sizeof(groups[0]),
-    .check = check,
+    .front_opts = &the_daemon.front,
+    .front = &the_daemon.t.front,
     .load = load,
     .attach = attach,
     .ready = ready,
