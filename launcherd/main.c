@@ -66,7 +66,7 @@ const struct rs_opt launcher_opt_table[] = {
     {0},
 };
 
-static rs_err load(void *self, struct rs_stage *st, char *err, size_t err_len)
+static rs_err launcherd_load(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct launcherd *d = self;
     d->l.spin_ns = (uint64_t)d->o.spin_us * 1000u;
@@ -75,7 +75,7 @@ static rs_err load(void *self, struct rs_stage *st, char *err, size_t err_len)
 
 /* On the GPU: this mapping registered for DMA (each start: the old one died with its process).
  * On a NUMA host: the segment's pages bound to the launcher's node. */
-static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
+static rs_err launcherd_attach(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct launcher *l = &((struct launcherd *)self)->l;
     (void)err, (void)err_len;
@@ -95,7 +95,7 @@ static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
     return RS_OK;
 }
 
-static void ready(void *self, struct rs_stage *st)
+static void launcherd_ready(void *self, struct rs_stage *st)
 {
     struct launcher *l = &((struct launcherd *)self)->l;
     rs_log_info("serving as incarnation %u (weights and KV cache took %.1f ms before opening "
@@ -104,12 +104,12 @@ static void ready(void *self, struct rs_stage *st)
     rs_pipe_door_ring(&st->doors, RS_PIPE_STAGE_SCHEDULERD, RS_WIRE_DOOR_WAKE, 0, 0);
 }
 
-static rs_err pass(void *self, struct rs_stage *st)
+static rs_err launcherd_pass(void *self, struct rs_stage *st)
 {
     return launcher_pass(&((struct launcherd *)self)->l, &st->doors);
 }
 
-static void close_all(void *self)
+static void launcherd_close(void *self)
 {
     launcher_unload(&((struct launcherd *)self)->l);
 }
@@ -127,11 +127,11 @@ static const struct rs_stage_def def = {
     .keep_place = 1,
     .groups = groups,
     .n_groups = sizeof(groups) / sizeof(groups[0]),
-    .load = load,
-    .attach = attach,
-    .ready = ready,
-    .pass = pass,
-    .close = close_all,
+    .load = launcherd_load,
+    .attach = launcherd_attach,
+    .ready = launcherd_ready,
+    .pass = launcherd_pass,
+    .close = launcherd_close,
 };
 
 int main(int argc, char **argv)

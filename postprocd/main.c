@@ -34,7 +34,7 @@ struct postprocd {
 
 static struct postprocd the_daemon = {.linger_ms = 30000, .client_timeout_ms = 30000};
 
-static rs_err load(void *self, struct rs_stage *st, char *err, size_t err_len)
+static rs_err postprocd_load(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct postd *d = &((struct postprocd *)self)->d;
     return rs_vocab_load_file(st->args.cfg.model_path, &d->vocab, err, err_len);
@@ -57,7 +57,7 @@ static rs_err alloc_scratch(struct postd *d)
                : RS_ENOMEM;
 }
 
-static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
+static rs_err postprocd_attach(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct postprocd *pd = self;
     struct postd *d = &pd->d;
@@ -76,7 +76,7 @@ static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
     return RS_OK;
 }
 
-static void ready(void *self, struct rs_stage *st)
+static void postprocd_ready(void *self, struct rs_stage *st)
 {
     struct postprocd *pd = self;
     rs_log_info("serving on %s: model %s, linger %llu ms, client timeout %llu ms",
@@ -84,7 +84,7 @@ static void ready(void *self, struct rs_stage *st)
                 (unsigned long long)pd->linger_ms, (unsigned long long)pd->client_timeout_ms);
 }
 
-static rs_err pass(void *self, struct rs_stage *st)
+static rs_err postprocd_pass(void *self, struct rs_stage *st)
 {
     struct postprocd *pd = self;
     struct postd *d = &pd->d;
@@ -104,7 +104,7 @@ static rs_err pass(void *self, struct rs_stage *st)
     return d->fenced ? RS_ESTALE : RS_OK;
 }
 
-static void close_all(void *self)
+static void postprocd_close(void *self)
 {
     struct postd *d = &((struct postprocd *)self)->d;
     rs_wire_buf_fini(&d->out);
@@ -145,11 +145,11 @@ static const struct rs_stage_def def = {
     .n_groups = sizeof(groups) / sizeof(groups[0]),
     .front_opts = &the_daemon.front,
     .front = &the_daemon.d.front,
-    .load = load,
-    .attach = attach,
-    .ready = ready,
-    .pass = pass,
-    .close = close_all,
+    .load = postprocd_load,
+    .attach = postprocd_attach,
+    .ready = postprocd_ready,
+    .pass = postprocd_pass,
+    .close = postprocd_close,
 };
 
 int main(int argc, char **argv)

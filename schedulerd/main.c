@@ -25,7 +25,7 @@ struct schedd {
 
 static struct schedd the_daemon; /* static: a fenced exit leaves it as it is (stage.h) */
 
-static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
+static rs_err schedulerd_attach(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct schedd *d = self;
     rs_err rc = sched_create(st->p, &st->doors, &d->s);
@@ -35,7 +35,7 @@ static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
     return rc;
 }
 
-static void ready(void *self, struct rs_stage *st)
+static void schedulerd_ready(void *self, struct rs_stage *st)
 {
     const struct rs_pipe_config *c = &st->args.cfg;
     (void)self;
@@ -62,7 +62,7 @@ static int on_door(struct sched *s, const struct rs_wire_door *d)
     }
 }
 
-static rs_err pass(void *self, struct rs_stage *st)
+static rs_err schedulerd_pass(void *self, struct rs_stage *st)
 {
     struct schedd *d = self;
     int rescan = 0, n = 0;
@@ -75,7 +75,7 @@ static rs_err pass(void *self, struct rs_stage *st)
     return sched_work(d->s, rescan) == RS_ESTALE ? RS_ESTALE : RS_OK;
 }
 
-static void close_all(void *self)
+static void schedulerd_close(void *self)
 {
     struct schedd *d = self;
     sched_destroy(&d->s);
@@ -87,10 +87,10 @@ static const struct rs_stage_def def = {
              "Plans iteration-level batches (chunked prefill mixed with decodes) over a\n"
              "paged KV block pool with prefix caching and recompute preemption.\n",
     .place_role = RS_PLACE_OTHER,
-    .attach = attach,
-    .ready = ready,
-    .pass = pass,
-    .close = close_all,
+    .attach = schedulerd_attach,
+    .ready = schedulerd_ready,
+    .pass = schedulerd_pass,
+    .close = schedulerd_close,
 };
 
 int main(int argc, char **argv)

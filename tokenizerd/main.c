@@ -32,7 +32,7 @@ struct tokenizerd {
 
 static struct tokenizerd the_daemon; /* static: a fenced exit leaves it as it is (stage.h) */
 
-static rs_err load(void *self, struct rs_stage *st, char *err, size_t err_len)
+static rs_err tokenizerd_load(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct tokd *t = &((struct tokenizerd *)self)->t;
     rs_err rc = rs_vocab_load_file(st->args.cfg.model_path, &t->vocab, err, err_len);
@@ -41,7 +41,7 @@ static rs_err load(void *self, struct rs_stage *st, char *err, size_t err_len)
     return rc;
 }
 
-static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
+static rs_err tokenizerd_attach(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct tokenizerd *d = self;
     struct tokd *t = &d->t;
@@ -62,7 +62,7 @@ static rs_err attach(void *self, struct rs_stage *st, char *err, size_t err_len)
     return RS_OK;
 }
 
-static void ready(void *self, struct rs_stage *st)
+static void tokenizerd_ready(void *self, struct rs_stage *st)
 {
     struct tokenizerd *d = self;
     (void)st;
@@ -91,7 +91,7 @@ static void reclaim(struct tokd *t)
         t->fenced = 1;
 }
 
-static rs_err pass(void *self, struct rs_stage *st)
+static rs_err tokenizerd_pass(void *self, struct rs_stage *st)
 {
     struct tokenizerd *d = self;
     struct tokd *t = &d->t;
@@ -105,7 +105,7 @@ static rs_err pass(void *self, struct rs_stage *st)
     return t->fenced ? RS_ESTALE : RS_OK;
 }
 
-static void close_all(void *self)
+static void tokenizerd_close(void *self)
 {
     struct tokd *t = &((struct tokenizerd *)self)->t;
     rs_wire_buf_fini(&t->out);
@@ -123,11 +123,11 @@ static const struct rs_stage_def def = {
     .place_role = RS_PLACE_OTHER,
     .front_opts = &the_daemon.front,
     .front = &the_daemon.t.front,
-    .load = load,
-    .attach = attach,
-    .ready = ready,
-    .pass = pass,
-    .close = close_all,
+    .load = tokenizerd_load,
+    .attach = tokenizerd_attach,
+    .ready = tokenizerd_ready,
+    .pass = tokenizerd_pass,
+    .close = tokenizerd_close,
 };
 
 int main(int argc, char **argv)
