@@ -11,6 +11,7 @@
  * Usage: bench_bigmodel --vocab-from META.gguf -o OUT.gguf [--type bf16|f16] [--threads N]
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 
 #include "common/clock.h"
 #include "common/gguf.h"
+#include "common/opt.h"
 #include "common/quant.h"
 
 struct gen {
@@ -123,21 +125,39 @@ static int add_all(struct out *o, const struct shape *s)
     return rc;
 }
 
+struct args {
+    const char *meta, *path;
+    int type; /* 0 bf16, 1 f16 */
+    int threads;
+};
+
+static const char *const types[] = {"bf16", "f16", NULL};
+
+#define A(f) offsetof(struct args, f)
+static const struct rs_opt opts[] = {
+    {.name = "vocab-from", .kind = RS_OPT_ARG, .off = A(meta), .arg = "META.gguf",
+     .help = "ringserve-mkmodel --vocab-only output with the shape"},
+    {.name = "out", .short_name = 'o', .kind = RS_OPT_ARG, .off = A(path), .arg = "OUT.gguf",
+     .help = "the model to write"},
+    {.name = "type", .kind = RS_OPT_CHOICE, .off = A(type), .choices = types, .arg = "bf16|f16",
+     .help = "weight type (default bf16)"},
+    {.name = "threads", .kind = RS_OPT_INT, .off = A(threads), .min = 1, .max = 256, .arg = "N",
+     .help = "generator threads (default: every CPU)"},
+    {0},
+};
+
 int main(int argc, char **argv)
 {
-    const char *meta = NULL, *path = NULL;
-    struct out o = {.bf16 = 1, .nt = (int)sysconf(_SC_NPROCESSORS_ONLN)};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--vocab-from") == 0)
-            meta = argv[i + 1];
-        else if (strcmp(argv[i], "-o") == 0)
-            path = argv[i + 1];
-        else if (strcmp(argv[i], "--type") == 0)
-            o.bf16 = strcmp(argv[i + 1], "f16") != 0;
-        else if (strcmp(argv[i], "--threads") == 0)
-            o.nt = atoi(argv[i + 1]);
-    }
-    o.nt = o.nt < 1 ? 1 : o.nt > 256 ? 256 : o.nt;
+    struct args a = {.threads = (int)sysconf(_SC_NPROCESSORS_ONLN)};
+    struct rs_opt_group og = {NULL, opts, &a, NULL};
+    int code = rs_opt_main("bench_bigmodel",
+                           "usage: bench_bigmodel --vocab-from META.gguf -o OUT.gguf [options]\n"
+                           "Writes a large random-weight model with the shape of META.\n",
+                           &og, 1, argc, argv, 0, NULL);
+    if (code >= 0)
+        return code;
+    const char *meta = a.meta, *path = a.path;
+    struct out o = {.bf16 = a.type == 0, .nt = a.threads < 1 ? 1 : a.threads};
     char err[256];
     rs_gguf *g;
     struct shape s;

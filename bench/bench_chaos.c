@@ -9,105 +9,86 @@
  * shared-memory audit after the drain. Exit 0 when nothing was lost, duplicated,
  * changed or leaked. Timings are printed, never asserted.
  */
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "common/opt.h"
+#include "ipc/pipeline_config.h"
 #include "tests/crash/pipeline_chaos.h"
 #include "tests/rs_test.h"
 
 static struct pchaos ch;
 
-static void usage(FILE *f)
+struct chaos_args {
+    struct pchaos_opts *o;
+    int seconds;
+    int fault; /* --doorbell-fault: 0 none, 1 drop, 2 dup */
+};
+
+static const char *const faults[] = {"none", "drop", "dup", NULL};
+
+/* Checked here, passed on as text (postprocd parses it). */
+static int parse_linger(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
 {
-    fprintf(f,
-            "usage: bench_chaos [--seconds S] [--model F.gguf] [--ctx N] [--clients N]\n"
-            "                   [--per-client N] [--kill-min MS] [--kill-max MS]\n"
-            "                   [--stages MASK] [--failpoint-pct P] [--doorbell-fault drop|dup]\n"
-            "                   [--linger-ms MS] [--seed S] [--verbose]\n"
-            "Runs the kill storm for S seconds (default 600) on stories260K from\n"
-            "../shared/refdata unless --model; MASK: bit 0 tokenizerd .. bit 3 postprocd.\n");
+    struct chaos_args *c = dst;
+    char *end;
+    long ms = strtol(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || *end != '\0' || ms > 3600000) {
+        snprintf(err, len, "option --%s: '%.40s' is not an integer in 0..3600000", o->name, v);
+        return -1;
+    }
+    c->o->linger_ms = v;
+    return 0;
 }
 
-/* Whole-string integer in [lo, hi], or exits 2. */
-static long num(const char *opt, const char *s, long lo, long hi)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "bench_chaos: %s '%s': expected an integer in [%ld, %ld]\n", opt, s, lo,
-                hi);
-        exit(2);
-    }
-    return v;
-}
+#define O(f) offsetof(struct pchaos_opts, f)
+#define NUM(nm, k, f, lo, hi, h)                                                                  \
+    {.name = nm, .kind = k, .off = O(f), .min = lo, .max = hi, .arg = "N", .help = h}
+static const struct rs_opt storm_opts[] = {
+    {.name = "model", .kind = RS_OPT_ARG, .off = O(model), .arg = "F.gguf",
+     .help = "the model (default: stories260K from ../shared/refdata)"},
+    NUM("ctx", RS_OPT_U32, n_ctx, 16, 1 << 20, "context tokens"),
+    NUM("clients", RS_OPT_U32, n_clients, 1, PCHAOS_MAX_CLIENTS, "clients"),
+    NUM("per-client", RS_OPT_U32, per_client, 1, 64, "requests in flight per client"),
+    NUM("kill-min", RS_OPT_U32, kill_min_ms, 1, 3600000, "shortest gap between kills, ms"),
+    NUM("kill-max", RS_OPT_U32, kill_max_ms, 0, 3600000, "longest gap between kills, ms"),
+    NUM("stages", RS_OPT_U32, stage_mask, 0, 15,
+        "stages to kill: bit 0 tokenizerd .. bit 3 postprocd"),
+    NUM("failpoint-pct", RS_OPT_U32, failpoint_pct, 0, 100, "restarts with a failpoint armed, %"),
+    NUM("seed", RS_OPT_U64, seed, 0, 1LL << 62, "the storm's random seed"),
+    {.name = "verbose", .kind = RS_OPT_FLAG, .off = O(verbose), .val = 1, .help = "log each kill"},
+    {0},
+};
+
+static const struct rs_opt run_opts[] = {
+    {.name = "seconds", .kind = RS_OPT_INT, .off = offsetof(struct chaos_args, seconds), .min = 1,
+     .max = 7 * 86400, .arg = "S", .help = "how long the storm runs (default 600)"},
+    {.name = "doorbell-fault", .kind = RS_OPT_CHOICE, .off = offsetof(struct chaos_args, fault),
+     .choices = faults, .arg = "drop|dup", .help = "drop or duplicate every doorbell"},
+    {.name = "linger-ms", .kind = RS_OPT_CALL, .parse = parse_linger, .arg = "MS",
+     .help = "postprocd --linger-ms"},
+    {0},
+};
 
 static int parse(int argc, char **argv, struct pchaos_opts *o, long *seconds)
 {
-    static const struct option opts[] = {
-        {"seconds", 1, 0, 's'},        {"model", 1, 0, 'm'},      {"ctx", 1, 0, 'x'},
-        {"clients", 1, 0, 'c'},        {"per-client", 1, 0, 'p'}, {"kill-min", 1, 0, 'a'},
-        {"kill-max", 1, 0, 'b'},       {"stages", 1, 0, 'k'},     {"failpoint-pct", 1, 0, 'f'},
-        {"doorbell-fault", 1, 0, 'd'}, {"linger-ms", 1, 0, 'l'},  {"seed", 1, 0, 'r'},
-        {"verbose", 0, 0, 'v'},        {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
-    int ch_;
-    while ((ch_ = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (ch_) {
-        case 's':
-            *seconds = num("--seconds", optarg, 1, 7 * 86400);
-            break;
-        case 'm':
-            o->model = optarg;
-            break;
-        case 'x':
-            o->n_ctx = (uint32_t)num("--ctx", optarg, 16, 1 << 20);
-            break;
-        case 'c':
-            o->n_clients = (uint32_t)num("--clients", optarg, 1, PCHAOS_MAX_CLIENTS);
-            break;
-        case 'p':
-            o->per_client = (uint32_t)num("--per-client", optarg, 1, 64);
-            break;
-        case 'a':
-            o->kill_min_ms = (uint32_t)num("--kill-min", optarg, 1, 3600000);
-            break;
-        case 'b':
-            o->kill_max_ms = (uint32_t)num("--kill-max", optarg, 0, 3600000);
-            break;
-        case 'k':
-            o->stage_mask = (unsigned)num("--stages", optarg, 0, 15);
-            break;
-        case 'f':
-            o->failpoint_pct = (uint32_t)num("--failpoint-pct", optarg, 0, 100);
-            break;
-        case 'd':
-            o->doorbell_fault = optarg;
-            break;
-        case 'l':
-            num("--linger-ms", optarg, 0, 3600000), o->linger_ms = optarg;
-            break;
-        case 'r':
-            o->seed = (uint64_t)num("--seed", optarg, 0, 1L << 62);
-            break;
-        case 'v':
-            o->verbose = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind != argc || (o->kill_max_ms != 0 && o->kill_max_ms < o->kill_min_ms) ||
-        (o->doorbell_fault != NULL && strcmp(o->doorbell_fault, "drop") != 0 &&
-         strcmp(o->doorbell_fault, "dup") != 0)) {
-        usage(stderr);
+    struct chaos_args c = {.o = o, .seconds = (int)*seconds};
+    struct rs_opt_group g[] = {{"storm", storm_opts, o, NULL}, {"run", run_opts, &c, NULL}};
+    int code = rs_opt_main("bench_chaos",
+                           "usage: bench_chaos [options]\n"
+                           "Runs the kill storm for --seconds on a private instance.\n",
+                           g, 2, argc, argv, 0, NULL);
+    if (code >= 0)
+        return code == 0 ? 1 : 2;
+    if (o->kill_max_ms != 0 && o->kill_max_ms < o->kill_min_ms) {
+        fprintf(stderr, "bench_chaos: --kill-max is below --kill-min\n");
         return 2;
     }
+    o->doorbell_fault = c.fault == 0 ? o->doorbell_fault : faults[c.fault];
+    *seconds = c.seconds;
     return 0;
 }
 
@@ -148,8 +129,9 @@ int main(int argc, char **argv)
     struct pchaos_opts o;
     long seconds = 600;
     pchaos_opts_default(&o, NULL);
-    if (parse(argc, argv, &o, &seconds) != 0)
-        return 2;
+    int pr = parse(argc, argv, &o, &seconds);
+    if (pr != 0)
+        return pr == 1 ? 0 : 2;
     if (o.model == NULL &&
         (o.model = rs_test_refdata("stories260K.gguf", model, sizeof(model))) == NULL)
         return 2;

@@ -24,13 +24,14 @@ int main(void)
 #else
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/gguf.h"
+#include "common/opt.h"
 #include "ipc/shm.h"
 #include "launcherd/engine/model.h"
 #include "launcherd/engine/sampler.h"
@@ -313,44 +314,43 @@ static void prefill_speed(rs_model *m, uint32_t n)
     teardown(&r);
 }
 
+#define A(f) offsetof(struct args, f)
+#define N(nm, f, h)                                                                              \
+    {.name = nm, .kind = RS_OPT_U32, .off = A(f), .min = 1, .max = 1 << 20, .arg = "N", .help = h}
+static const struct rs_opt opts[] = {
+    {.name = "model", .short_name = 'm', .kind = RS_OPT_ARG, .off = A(model), .arg = "MODEL",
+     .help = "the model (required)"},
+    {.name = "batches", .kind = RS_OPT_U32_LIST, .off = A(batches), .size = MAX_B,
+     .count_off = A(n_batches), .min = 1, .max = 4096, .arg = "N,...",
+     .help = "decode batch sizes (default 1,16,64,256)"},
+    N("prompt", prompt, "prompt tokens per sequence (default 128)"),
+    N("steps", steps, "decode steps (default 32)"),
+    N("prefill", prefill, "prefill tokens (default 512)"),
+    N("ring-mib", ring_mib, "registered segment for the copy figure, MiB (default 256)"),
+    {0},
+};
+
+/* -1 to run, else the exit code. */
 static int parse(int argc, char **argv, struct args *a)
 {
-    static const struct option lo[] = {{"batches", 1, 0, 'b'},  {"prompt", 1, 0, 'p'},
-                                       {"steps", 1, 0, 's'},    {"prefill", 1, 0, 'f'},
-                                       {"ring-mib", 1, 0, 'r'}, {0, 0, 0, 0}};
     *a = (struct args){NULL, {1, 16, 64, 256}, 4, 128, 32, 512, 256};
-    int c;
-    while ((c = getopt_long(argc, argv, "m:", lo, NULL)) != -1) {
-        if (c == 'm')
-            a->model = optarg;
-        else if (c == 'p')
-            a->prompt = (uint32_t)atoi(optarg);
-        else if (c == 's')
-            a->steps = (uint32_t)atoi(optarg);
-        else if (c == 'f')
-            a->prefill = (uint32_t)atoi(optarg);
-        else if (c == 'r')
-            a->ring_mib = (uint32_t)atoi(optarg);
-        else if (c == 'b') {
-            a->n_batches = 0;
-            for (char *t = strtok(optarg, ","); t != NULL && a->n_batches < MAX_B;
-                 t = strtok(NULL, ","))
-                a->batches[a->n_batches++] = (uint32_t)atoi(t);
-        } else
-            return -1;
+    struct rs_opt_group g = {NULL, opts, a, NULL};
+    int code = rs_opt_main("bench_cuda", "usage: bench_cuda -m MODEL [options]\n", &g, 1, argc,
+                           argv, 0, NULL);
+    if (code < 0 && a->model == NULL) {
+        fprintf(stderr, "bench_cuda: -m MODEL is required\n");
+        return 2;
     }
-    return a->model != NULL && a->prompt > 0 && a->steps > 0 ? 0 : -1;
+    return code;
 }
 
 int main(int argc, char **argv)
 {
     struct args a;
     char err[256];
-    if (parse(argc, argv, &a) != 0) {
-        fprintf(stderr, "usage: bench_cuda -m MODEL [--batches 1,16,64,256] [--prompt N] "
-                        "[--steps N] [--prefill N] [--ring-mib N]\n");
-        return 2;
-    }
+    int code = parse(argc, argv, &a);
+    if (code >= 0)
+        return code;
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) {
         printf("bench_cuda: no CUDA device: nothing to measure\n");

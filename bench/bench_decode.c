@@ -9,8 +9,8 @@
  * Leaves out: sampling and tokenization (greedy ids are picked by argmax,
  * outside the timed region), which bench/ has other programs for.
  */
-#include <getopt.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,7 @@
 
 #include "common/clock.h"
 #include "common/gguf.h"
+#include "common/opt.h"
 #include "launcherd/engine/model.h"
 
 #define BW_BYTES (1024ull << 20) /* 1 GiB: 32x a 32 MiB L3 */
@@ -185,60 +186,52 @@ static double run_prompt(rs_model *m, rs_kvcache *kv, uint32_t len, int reps)
     return best;
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: bench_decode -m MODEL.gguf [--threads N] [--prompt 512] "
-                    "[--batches 1,8,16,32] [--steps 64] [--context 64] [--reps 3] "
-                    "[--isa auto|portable|avx2]\n"
-                    "Each figure is the best of --reps runs (the host may be shared).\n");
-}
-
 struct args {
     const char *model;
-    int threads, isa, nb, batches[16], reps;
+    int threads, isa, reps;
+    uint32_t nb, batches[16];
     uint32_t prompt, steps, context;
 };
 
+#define A(f) offsetof(struct args, f)
+static const struct rs_opt opts[] = {
+    {.name = "model", .short_name = 'm', .kind = RS_OPT_ARG, .off = A(model), .arg = "MODEL.gguf",
+     .help = "the model (required)"},
+    {.name = "threads", .kind = RS_OPT_INT, .off = A(threads), .min = 0, .max = 1024, .arg = "N",
+     .help = "model threads (default 0: every CPU)"},
+    {.name = "prompt", .kind = RS_OPT_U32, .off = A(prompt), .min = 1, .max = 4000, .arg = "N",
+     .help = "prompt tokens of the prefill figure (default 512)"},
+    {.name = "batches", .kind = RS_OPT_U32_LIST, .off = A(batches), .size = 16,
+     .count_off = A(nb), .min = 1, .max = MAX_BATCH, .arg = "N,...",
+     .help = "decode batch sizes (default 1,8,16,32)"},
+    {.name = "steps", .kind = RS_OPT_U32, .off = A(steps), .min = 1, .max = 3999, .arg = "N",
+     .help = "decode steps per run (default 64)"},
+    {.name = "context", .kind = RS_OPT_U32, .off = A(context), .min = 1, .max = 3999, .arg = "N",
+     .help = "tokens already in each sequence (default 64)"},
+    {.name = "reps", .kind = RS_OPT_INT, .off = A(reps), .min = 1, .max = 1000, .arg = "N",
+     .help = "runs per figure, the best is shown (the host may be shared; default 3)"},
+    {.name = "isa", .kind = RS_OPT_CHOICE, .off = A(isa), .choices = rs_model_isa_names,
+     .choice_vals = rs_model_isa_values, .arg = "auto|avx2|portable",
+     .help = "CPU kernels (default auto)"},
+    {0},
+};
+
+/* -1 to run, else the exit code. */
 static int parse(int argc, char **argv, struct args *a)
 {
-    static const struct option lo[] = {{"threads", 1, 0, 't'}, {"prompt", 1, 0, 'p'},
-                                       {"batches", 1, 0, 'b'}, {"steps", 1, 0, 's'},
-                                       {"context", 1, 0, 'c'}, {"isa", 1, 0, 'i'},
-                                       {"reps", 1, 0, 'r'},
-                                       {0, 0, 0, 0}};
-    *a = (struct args){NULL, 0, RS_MODEL_ISA_AUTO, 4, {1, 8, 16, 32}, 3, 512, 64, 64};
-    int c;
-    while ((c = getopt_long(argc, argv, "m:", lo, NULL)) != -1) {
-        if (c == 'm')
-            a->model = optarg;
-        else if (c == 't')
-            a->threads = atoi(optarg);
-        else if (c == 'p')
-            a->prompt = (uint32_t)atoi(optarg);
-        else if (c == 's')
-            a->steps = (uint32_t)atoi(optarg);
-        else if (c == 'r')
-            a->reps = atoi(optarg);
-        else if (c == 'c')
-            a->context = (uint32_t)atoi(optarg);
-        else if (c == 'i')
-            a->isa = strcmp(optarg, "portable") == 0 ? RS_MODEL_ISA_PORTABLE
-                     : strcmp(optarg, "avx2") == 0   ? RS_MODEL_ISA_AVX2
-                                                     : RS_MODEL_ISA_AUTO;
-        else if (c == 'b') {
-            a->nb = 0;
-            for (char *t = strtok(optarg, ","); t != NULL && a->nb < 16; t = strtok(NULL, ","))
-                a->batches[a->nb++] = atoi(t);
-        } else
-            return -1;
+    *a = (struct args){NULL, 0, RS_MODEL_ISA_AUTO, 3, 4, {1, 8, 16, 32}, 512, 64, 64};
+    struct rs_opt_group g = {NULL, opts, a, NULL};
+    int code = rs_opt_main("bench_decode",
+                           "usage: bench_decode -m MODEL.gguf [options]\n"
+                           "Prompt and decode throughput of one model on the CPU backend.\n",
+                           &g, 1, argc, argv, 0, NULL);
+    if (code >= 0)
+        return code;
+    if (a->model == NULL || a->context + a->steps > 4000) {
+        fprintf(stderr, "bench_decode: -m MODEL is required and --context + --steps <= 4000\n");
+        return 2;
     }
-    if (a->model == NULL || a->prompt < 1 || a->prompt > 4000 || a->context < 1 ||
-        a->context + a->steps > 4000 || a->steps < 1 || a->reps < 1)
-        return -1;
-    for (int i = 0; i < a->nb; i++)
-        if (a->batches[i] < 1 || a->batches[i] > MAX_BATCH)
-            return -1;
-    return 0;
+    return -1;
 }
 
 /* Best of a->reps decode runs at batch n (the host is shared); last_cpus is the best run's. */
@@ -263,10 +256,9 @@ static double best_decode(rs_model *m, rs_kvcache *kv, const struct args *a, int
 int main(int argc, char **argv)
 {
     struct args a;
-    if (parse(argc, argv, &a) != 0) {
-        usage();
-        return 2;
-    }
+    int code = parse(argc, argv, &a);
+    if (code >= 0)
+        return code;
     struct rs_model_opts o;
     rs_model_opts_default(&o);
     o.n_threads = a.threads;
@@ -281,8 +273,8 @@ int main(int argc, char **argv)
     uint32_t longest = a.prompt > a.context + a.steps ? a.prompt : a.context + a.steps;
     longest = longest < 64 ? 64 : longest; /* the warm-up prompt */
     int most = 1;
-    for (int i = 0; i < a.nb; i++)
-        most = a.batches[i] > most ? a.batches[i] : most;
+    for (uint32_t i = 0; i < a.nb; i++)
+        most = (int)a.batches[i] > most ? (int)a.batches[i] : most;
     blocks_per_seq = longest / 16 + 2;
     rs_kvcache *kv;
     if (rs_kvcache_create(m, blocks_per_seq * (uint32_t)(most + 4), 16, &kv) != RS_OK)
@@ -297,10 +289,10 @@ int main(int argc, char **argv)
     double ptps = run_prompt(m, kv, a.prompt, a.reps);
     printf("prompt  %4u tokens: %8.1f tok/s   (%.2f CPUs busy)\n", a.prompt, ptps, last_cpus);
     double tps1 = 0;
-    for (int i = 0; i < a.nb; i++) {
-        double tps = best_decode(m, kv, &a, a.batches[i]);
+    for (uint32_t i = 0; i < a.nb; i++) {
+        double tps = best_decode(m, kv, &a, (int)a.batches[i]);
         tps1 = a.batches[i] == 1 ? tps : tps1;
-        printf("decode batch %3d (context %u..%u): %8.1f tok/s aggregate   (%.2f CPUs busy)\n",
+        printf("decode batch %3u (context %u..%u): %8.1f tok/s aggregate   (%.2f CPUs busy)\n",
                a.batches[i], a.context, a.context + a.steps, tps, last_cpus);
     }
     int n_bw = o.n_threads > 0 ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);

@@ -12,6 +12,7 @@
  * Usage: bench_doorbell [-n latency_msgs] [-r rate_per_s] [-p peak_msgs]
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/opt.h"
 #include "ipc/wire_door.h"
 #include "ipc/zsock.h"
 
@@ -248,27 +250,35 @@ static void print_latency(const char *what, const struct result *r)
            what, r->p50, r->p99, r->p999, r->max, (unsigned long long)r->n);
 }
 
+struct door_args {
+    uint64_t n, peak_n;
+    double rate;
+};
+
+#define DA(f) offsetof(struct door_args, f)
+
 int main(int argc, char **argv)
 {
-    uint64_t n = 100000, peak_n = 1000000;
-    double rate = 20000;
-    for (int opt; (opt = getopt(argc, argv, "n:r:p:")) != -1;) {
-        if (opt == 'n')
-            n = strtoull(optarg, NULL, 10);
-        else if (opt == 'r')
-            rate = strtod(optarg, NULL);
-        else if (opt == 'p')
-            peak_n = strtoull(optarg, NULL, 10);
-        else {
-            fprintf(stderr, "usage: %s [-n latency_msgs] [-r rate_per_s] [-p peak_msgs]\n",
-                    argv[0]);
-            return 2;
-        }
-    }
-    if (n == 0 || peak_n == 0 || !(rate > 0)) {
-        fprintf(stderr, "%s: -n, -p and -r must be positive\n", argv[0]);
-        return 2;
-    }
+    struct door_args a = {100000, 1000000, 20000};
+    const struct rs_opt opts[] = {
+        {.name = "messages", .short_name = 'n', .kind = RS_OPT_U64, .off = DA(n), .min = 1,
+         .max = 1ll << 40, .arg = "N",
+         .help = "paced messages for the latency figure (default 100000)"},
+        {.name = "peak", .short_name = 'p', .kind = RS_OPT_U64, .off = DA(peak_n), .min = 1,
+         .max = 1ll << 40, .arg = "N",
+         .help = "messages for the peak-rate figure (default 1000000)"},
+        {.name = "rate", .short_name = 'r', .kind = RS_OPT_DOUBLE, .off = DA(rate), .min = 1,
+         .max = 100000000, .arg = "R", .help = "paced messages per second (default 20000)"},
+        {0},
+    };
+    struct rs_opt_group g = {NULL, opts, &a, NULL};
+    int code = rs_opt_main("bench_doorbell", "usage: bench_doorbell [options]\n"
+                           "One-way doorbell latency against a raw AF_UNIX floor.\n",
+                           &g, 1, argc, argv, 0, NULL);
+    if (code >= 0)
+        return code;
+    uint64_t n = a.n, peak_n = a.peak_n;
+    double rate = a.rate;
     prctl(PR_SET_TIMERSLACK, 1UL); /* pace to the microsecond, not the default 50 us slack */
     struct result raw, zl, rawp, zp;
     uint64_t retries_l, retries_p;

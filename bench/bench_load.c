@@ -13,6 +13,7 @@
  * --max-mib keeps its first M MiB (for quick runs on very large files).
  */
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 
 #include "common/clock.h"
 #include "common/gguf.h"
+#include "common/opt.h"
 #include "launcherd/engine/load_uring.h"
 
 #ifdef RS_HAVE_CUDA
@@ -244,31 +246,53 @@ static int find_span(const char *path, struct span *s)
     return 0;
 }
 
+struct load_args {
+    int reps, mode; /* mode: 0 cold, 1 warm, 2 both */
+    uint32_t depth, chunk_kib;
+    uint64_t max_mib;
+};
+
+static const char *const modes[] = {"cold", "warm", "both", NULL};
+
+#define LA(f) offsetof(struct load_args, f)
+
 int main(int argc, char **argv)
 {
     struct span s;
     struct rs_load_opts o;
-    int reps = 3, mode = 2; /* 0 cold, 1 warm, 2 both */
+    struct load_args a = {3, 2, 0, 0, 0};
     rs_load_opts_default(&o);
     o.progress = 0;
-    if (argc < 2 || find_span(argv[1], &s) != 0) {
-        fprintf(stderr, "usage: bench_load FILE [--reps N] [--mode cold|warm|both] [--depth D] "
-                        "[--chunk-kib K] [--max-mib M]\n");
+    a.depth = o.depth;
+    a.chunk_kib = (uint32_t)(o.chunk / 1024);
+    const struct rs_opt opts[] = {
+        {.name = "reps", .kind = RS_OPT_INT, .off = LA(reps), .min = 1, .max = 1000, .arg = "N",
+         .help = "runs per figure, the best is shown (default 3)"},
+        {.name = "mode", .kind = RS_OPT_CHOICE, .off = LA(mode), .choices = modes,
+         .arg = "cold|warm|both", .help = "page cache dropped, kept, or both (default both)"},
+        {.name = "depth", .kind = RS_OPT_U32, .off = LA(depth), .min = RS_LOAD_MIN_DEPTH,
+         .max = 4096, .arg = "D", .help = "io_uring queue depth"},
+        {.name = "chunk-kib", .kind = RS_OPT_U32, .off = LA(chunk_kib),
+         .min = 4, .max = 1 << 20, .arg = "K", .help = "read size, a multiple of 4 KiB"},
+        {.name = "max-mib", .kind = RS_OPT_U64, .off = LA(max_mib), .min = 1,
+         .max = 1 << 30, .arg = "M", .help = "read at most M MiB of the span"},
+        {0},
+    };
+    struct rs_opt_group g = {NULL, opts, &a, NULL};
+    int first, code = rs_opt_main("bench_load", "usage: bench_load FILE [options]\n"
+                                  "io_uring weight-load throughput of FILE's tensor data.\n",
+                                  &g, 1, argc, argv, RS_OPT_OPERANDS, &first);
+    if (code >= 0)
+        return code;
+    if (argc - first != 1 || find_span(argv[first], &s) != 0) {
+        fprintf(stderr, "bench_load: give one readable FILE (see --help)\n");
         return 2;
     }
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--reps") == 0)
-            reps = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--mode") == 0)
-            mode = strcmp(argv[i + 1], "cold") == 0 ? 0 : strcmp(argv[i + 1], "warm") == 0 ? 1 : 2;
-        else if (strcmp(argv[i], "--depth") == 0)
-            o.depth = (unsigned)atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--chunk-kib") == 0)
-            o.chunk = (size_t)atoi(argv[i + 1]) * 1024;
-        else if (strcmp(argv[i], "--max-mib") == 0 && atoll(argv[i + 1]) > 0 &&
-                 (uint64_t)atoll(argv[i + 1]) << 20 < s.len)
-            s.len = (uint64_t)atoll(argv[i + 1]) << 20;
-    }
+    int reps = a.reps, mode = a.mode;
+    o.depth = a.depth;
+    o.chunk = (size_t)a.chunk_kib * 1024;
+    if (a.max_mib != 0 && a.max_mib << 20 < s.len)
+        s.len = a.max_mib << 20;
     if (reps < 1 || o.depth < RS_LOAD_MIN_DEPTH || o.depth > 4096 || o.chunk % 4096 != 0) {
         fprintf(stderr, "bench_load: reps >= 1, depth 16..4096, chunk a multiple of 4 KiB\n");
         return 2;

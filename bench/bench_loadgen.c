@@ -28,9 +28,13 @@
 #include "client/client.h"
 #include "client/options.h"
 #include "common/clock.h"
+#include "common/json.h"
 #include "common/log.h"
+#include "common/opt.h"
 #include "common/tokenizer.h"
 #include "common/vocab.h"
+#include "ipc/pipeline_config.h"
+#include "ipc/pipeline_metrics.h"
 #include "tests/pipeline_harness.h"
 
 struct span {
@@ -41,7 +45,7 @@ struct lg_args {
     struct rs_client_gen_args gen;
     struct rs_client_conn_args conn;
     uint32_t clients, concurrency, requests, warmup, vocab, threads;
-    uint32_t ctx, max_seqs, max_batched_tokens, kv_blocks;
+    struct rs_pipe_args pipe; /* --model and the pipeline options for --start */
     double rate;              /* requests/s; 0 = closed loop */
     struct span prompt_len, output_len;
     const char *model, *text;
@@ -51,7 +55,7 @@ struct lg_args {
     const char *sweep;        /* concurrencies "1,4,16", or NULL */
     const char *plot;         /* the sweep's PNG (default build/loadgen-sweep.png) */
     uint32_t idle;            /* idle keep-alive connections held during the HTTP run */
-    uint32_t storm_lo, storm_hi; /* --storm A:B ms between gatewayd SIGKILLs; 0 = off */
+    struct span storm;        /* --storm A:B ms between gatewayd SIGKILLs; 0 = off */
     int no_native;            /* --no-native: only the HTTP run */
     uint32_t rounds;          /* --rounds R: native and HTTP alternated R times */
 };
@@ -293,7 +297,7 @@ static void hc_finish(struct hconn *h, int ok, uint64_t now)
         hc_close(h);
     h->have_head = h->done = 0;
     h->sse_len = 0;
-    if (!ok && g->a.storm_lo > 0) { /* the same request, the same key, a moment later */
+    if (!ok && g->a.storm.lo > 0) { /* the same request, the same key, a moment later */
         q->retries++;
         q->first_ns = q->last_ns = 0;
         q->n_out = 0;
@@ -330,8 +334,8 @@ static void storm_tick(struct lg *g, uint64_t now)
     g->kill_rng ^= g->kill_rng << 13;
     g->kill_rng ^= g->kill_rng >> 7;
     g->kill_rng ^= g->kill_rng << 17;
-    g->next_kill_ns = now + 1000000ull * (g->a.storm_lo + g->kill_rng % (g->a.storm_hi -
-                                                                          g->a.storm_lo + 1));
+    g->next_kill_ns = now + 1000000ull * (g->a.storm.lo + g->kill_rng % (g->a.storm.hi -
+                                                                          g->a.storm.lo + 1));
 }
 
 static int http_poll(struct lg *g, int wait_ms)
@@ -351,7 +355,7 @@ static int http_poll(struct lg *g, int wait_ms)
                 h->retry_at = now + 20000000ull;
         }
     }
-    if (g->a.storm_lo > 0 && g->kills < 100000)
+    if (g->a.storm.lo > 0 && g->kills < 100000)
         storm_tick(g, rs_clock_ns());
     return n < 0 && errno != EINTR ? -1 : 0;
 }
@@ -426,6 +430,14 @@ static void print_dist(const char *title, const char *name, struct dist d)
     printf("P50 %s (ms):%*s%.2f\n", name, (int)(34 - strlen(name)), "", d.p50);
     printf("P90 %s (ms):%*s%.2f\n", name, (int)(34 - strlen(name)), "", d.p90);
     printf("P99 %s (ms):%*s%.2f\n", name, (int)(34 - strlen(name)), "", d.p99);
+}
+
+/* A distribution as {mean, p50, p90, p99}, rounded to `decimals` places. */
+static json_t *dist_json(const struct dist *d, int decimals)
+{
+    return json_pack("{s:o,s:o,s:o,s:o}", "mean", rs_json_real(d->mean, decimals), "p50",
+                     rs_json_real(d->p50, decimals), "p90", rs_json_real(d->p90, decimals),
+                     "p99", rs_json_real(d->p99, decimals));
 }
 
 /* Per-request figures of the measured, successful requests. */
@@ -520,139 +532,112 @@ static void report(const struct lg *g, const struct figures *f)
     printf("==================================================\n");
     if (!g->a.json)
         return;
-    printf("{\"requests\":%u,\"failed\":%u,\"duration_s\":%.3f,\"req_per_s\":%.3f,"
-           "\"output_tok_per_s\":%.2f,\"ttft_ms\":{\"mean\":%.2f,\"p50\":%.2f,\"p90\":%.2f,"
-           "\"p99\":%.2f},\"tpot_ms\":{\"mean\":%.3f,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
-           "\"itl_ms\":{\"mean\":%.3f,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
-           "\"e2e_ms\":{\"mean\":%.2f,\"p50\":%.2f,\"p90\":%.2f,\"p99\":%.2f},\"path\":\"%s\"}\n",
-           f->ok, f->failed, secs, secs > 0 ? f->ok / secs : 0,
-           secs > 0 ? (double)f->out_tokens / secs : 0, f->ttft.mean, f->ttft.p50, f->ttft.p90,
-           f->ttft.p99, f->tpot.mean, f->tpot.p50, f->tpot.p90, f->tpot.p99, f->itl.mean,
-           f->itl.p50, f->itl.p90, f->itl.p99, f->e2e.mean, f->e2e.p50, f->e2e.p90, f->e2e.p99,
-           g->mode == LG_HTTP ? "http" : "native");
+    rs_json_print(stdout, json_pack("{s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:s}", "requests",
+                                    (json_int_t)f->ok, "failed", (json_int_t)f->failed,
+                                    "duration_s", rs_json_real(secs, 3), "req_per_s",
+                                    rs_json_real(secs > 0 ? f->ok / secs : 0, 3),
+                                    "output_tok_per_s",
+                                    rs_json_real(secs > 0 ? (double)f->out_tokens / secs : 0, 2),
+                                    "ttft_ms", dist_json(&f->ttft, 2), "tpot_ms",
+                                    dist_json(&f->tpot, 3), "itl_ms", dist_json(&f->itl, 3),
+                                    "e2e_ms", dist_json(&f->e2e, 2), "path",
+                                    g->mode == LG_HTTP ? "http" : "native"));
 }
 
 /* --- arguments ------------------------------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: bench_loadgen [options]\n"
-            "Drives a ringserve instance with N clients and prints TTFT, TPOT, inter-token\n"
-            "and end-to-end latency (mean, p50, p90, p99) and throughput, as vLLM's\n"
-            "benchmark_serving. Prompts are prompt_ids of exactly --prompt-len tokens (BOS\n"
-            "first when the vocab adds one): windows of --text tokenized with the model's\n"
-            "vocab, else random ordinary tokens. Requests are greedy with ignore_eos unless\n"
-            "the flags say otherwise, so outputs are --output-len tokens long.\n\n"
-            "load:\n"
-            "  --clients N              client connections, one event loop (default 16)\n"
-            "  --concurrency C          closed loop: C requests in flight (default --clients);\n"
-            "                           with --rate: at most C in flight (default unlimited)\n"
-            "  --rate R                 Poisson arrivals, R requests/s (default: closed loop)\n"
-            "  --requests N             measured requests (default 64)\n"
-            "  --warmup N               requests run first and not measured (default --clients)\n"
-            "  --prompt-len N|A:B       prompt tokens, fixed or uniform in [A, B] (default 128)\n"
-            "  --output-len N|A:B       max_tokens, fixed or uniform (default 128)\n"
-            "  --allow-eos              let requests stop at EOS (default: ignore_eos)\n"
-            "  --model PATH             the served GGUF: its vocab builds the prompts\n"
-            "  --vocab N                without --model: random ids in [3, N)\n"
-            "  --text FILE              real text for prompts (needs --model)\n"
-            "  --rng-seed N             prompts, lengths and arrivals (default 1)\n"
-            "  --json                   also print the figures as one JSON line\n"
-            "instance (without --start: connect with the connection flags below):\n"
-            "  --start                  start the four daemons on --model (a private instance)\n"
-            "  --threads N              launcherd threads with --start (default 2)\n"
-            "  --ctx N, --max-seqs N, --max-batched-tokens N, --kv-blocks N\n"
-            "                           pipeline options for --start (default: the daemons')\n"
-            "HTTP (gatewayd, gatewayd/README.md):\n"
-            "  --http URL|start         after the native run, the same load (same prompts) as\n"
-            "                           OpenAI streaming completions to gatewayd at URL\n"
-            "                           (http://127.0.0.1:8080/v1), or to one loadgen starts on\n"
-            "                           its --start instance; then HTTP against native\n"
-            "  --no-native              only the HTTP run\n"
-            "  --sweep C1,C2,...        both runs at each concurrency (clients = C): a table,\n"
-            "                           and a PNG chart (gnuplot) of throughput and TTFT/TPOT\n"
-            "  --plot FILE              the chart (default build/loadgen-sweep.png)\n"
-            "  --rounds R               native and HTTP runs alternated R times (the host's\n"
-            "                           load drifts); the comparison per round and the median\n"
-            "  --idle N                 hold N idle keep-alive connections to gatewayd during\n"
-            "                           the HTTP run (each answers twice; threads and RSS)\n"
-            "  --storm A:B              (--start, --http start) SIGKILL gatewayd every A..B ms\n"
-            "                           while clients retry with Idempotency-Keys; counts runs\n"
-            "                           per request and compares outputs with the native run\n\n"
-            "%s\n%s",
-            rs_client_gen_help(), rs_client_conn_help());
-}
+static const char usage[] =
+    "usage: bench_loadgen [options]\n"
+    "Drives a ringserve instance with N clients and prints TTFT, TPOT, inter-token\n"
+    "and end-to-end latency (mean, p50, p90, p99) and throughput, as vLLM's\n"
+    "benchmark_serving. Prompts are prompt_ids of exactly --prompt-len tokens (BOS\n"
+    "first when the vocab adds one): windows of --text tokenized with the model's\n"
+    "vocab, else random ordinary tokens. Requests are greedy with ignore_eos unless\n"
+    "the flags say otherwise, so outputs are --output-len tokens long. Without\n"
+    "--start it connects with the connection flags. With --http the same load then\n"
+    "goes through gatewayd (gatewayd/README.md).\n";
 
-static int parse_span(const char *v, struct span *s)
+static int parse_span(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
 {
+    struct span *s = (struct span *)((char *)dst + o->off);
     char *end;
     unsigned long a = strtoul(v, &end, 10), b = a;
     if (*end == ':')
         b = strtoul(end + 1, &end, 10);
-    if (*end != '\0' || v[0] == '-' || a == 0 || b < a || b > (1u << 20))
+    if (*end != '\0' || v[0] == '-' || a == 0 || b < a || b > (1u << 20)) {
+        snprintf(err, len, "option --%s: '%.40s' is not N or A:B with 1 <= A <= B <= 2^20",
+                 o->name, v);
         return -1;
+    }
     *s = (struct span){(uint32_t)a, (uint32_t)b};
     return 0;
 }
 
-/* This program's own flags: 1 parsed, 0 not ours, -1 bad (err written). */
-static int own_option(struct lg_args *a, int argc, char **argv, int *i, char *err, size_t len)
-{
-    static const char *const flags[] = {"--start", "--allow-eos", "--json", "--no-native"};
-    int *fv[] = {&a->start, &a->allow_eos, &a->json, &a->no_native};
-    for (int k = 0; k < 4; k++)
-        if (strcmp(argv[*i], flags[k]) == 0)
-            return *fv[k] = 1;
-    static const char *const names[] = {
-        "--clients", "--concurrency", "--requests", "--warmup", "--vocab", "--threads", "--ctx",
-        "--max-seqs", "--max-batched-tokens", "--kv-blocks", "--rng-seed", "--rate",
-        "--prompt-len", "--output-len", "--model", "--text", "--http", "--sweep", "--plot",
-        "--idle", "--storm", "--rounds"};
-    uint32_t *nums[] = {&a->clients, &a->concurrency, &a->requests, &a->warmup, &a->vocab,
-                        &a->threads, &a->ctx, &a->max_seqs, &a->max_batched_tokens,
-                        &a->kv_blocks};
-    size_t k = 0, n = sizeof(names) / sizeof(names[0]);
-    while (k < n && strcmp(argv[*i], names[k]) != 0)
-        k++;
-    if (k == n)
-        return 0;
-    if (*i + 1 >= argc) {
-        snprintf(err, len, "option %s needs a value", argv[*i]);
-        return -1;
-    }
-    const char *opt = argv[*i], *v = argv[++*i];
-    char *end;
-    int bad = 0;
-    if (k < 10) {
-        unsigned long x = strtoul(v, &end, 10);
-        bad = *end != '\0' || v[0] == '-' || x > 1000000;
-        *nums[k] = (uint32_t)x;
-    } else if (k == 10) {
-        a->rng = strtoull(v, &end, 10);
-        bad = *end != '\0' || a->rng == 0;
-    } else if (k == 11) {
-        a->rate = strtod(v, &end);
-        bad = *end != '\0' || !(a->rate > 0) || !isfinite(a->rate);
-    } else if (k < 14) {
-        bad = parse_span(v, k == 12 ? &a->prompt_len : &a->output_len) != 0;
-    } else if (k < 19) {
-        const char **dst[] = {&a->model, &a->text, &a->http, &a->sweep, &a->plot};
-        *dst[k - 14] = v;
-    } else if (k == 19 || k == 21) {
-        unsigned long x = strtoul(v, &end, 10);
-        bad = *end != '\0' || v[0] == '-' || x > 100000 || (k == 21 && x == 0);
-        *(k == 19 ? &a->idle : &a->rounds) = (uint32_t)x;
-    } else {
-        struct span sp;
-        bad = parse_span(v, &sp) != 0;
-        a->storm_lo = sp.lo;
-        a->storm_hi = sp.hi;
-    }
-    if (bad)
-        snprintf(err, len, "option %s: bad value '%s' (see --help)", opt, v);
-    return bad ? -1 : 1;
-}
+#define LG(f) offsetof(struct lg_args, f)
+#define LG_U32(nm, f, lo, h)                                                                     \
+    {.name = nm, .kind = RS_OPT_U32, .off = LG(f), .min = lo, .max = 1000000, .arg = "N",        \
+     .help = h}
+
+static const struct rs_opt load_opts[] = {
+    LG_U32("clients", clients, 1, "client connections, one event loop (default 16)"),
+    LG_U32("concurrency", concurrency, 1,
+           "closed loop: N requests in flight (default --clients);\n"
+           "with --rate: at most N in flight (default unlimited)"),
+    {.name = "rate", .kind = RS_OPT_DOUBLE, .off = LG(rate), .min = 0, .max = 1000000,
+     .arg = "R", .help = "Poisson arrivals, R requests/s (default: closed loop)"},
+    LG_U32("requests", requests, 1, "measured requests (default 64)"),
+    LG_U32("warmup", warmup, 0, "requests run first and not measured (default --clients)"),
+    {.name = "prompt-len", .kind = RS_OPT_CALL, .parse = parse_span, .off = LG(prompt_len),
+     .arg = "N|A:B", .help = "prompt tokens, fixed or uniform in [A, B] (default 128)"},
+    {.name = "output-len", .kind = RS_OPT_CALL, .parse = parse_span, .off = LG(output_len),
+     .arg = "N|A:B", .help = "max_tokens, fixed or uniform (default 128)"},
+    {.name = "allow-eos", .kind = RS_OPT_FLAG, .off = LG(allow_eos), .val = 1,
+     .help = "let requests stop at EOS (default: ignore_eos)"},
+    LG_U32("vocab", vocab, 4, "without --model: random ids in [3, N)"),
+    {.name = "text", .kind = RS_OPT_ARG, .off = LG(text), .arg = "FILE",
+     .help = "real text for prompts (needs --model)"},
+    {.name = "rng-seed", .kind = RS_OPT_U64, .off = LG(rng), .min = 1, .max = INT64_MAX,
+     .arg = "N", .help = "prompts, lengths and arrivals (default 1)"},
+    {.name = "json", .kind = RS_OPT_FLAG, .off = LG(json), .val = 1,
+     .help = "also print the figures as one JSON line"},
+    {.name = "start", .kind = RS_OPT_FLAG, .off = LG(start), .val = 1,
+     .help = "start the four daemons on --model (a private instance)"},
+    LG_U32("threads", threads, 1, "launcherd threads with --start (default 2)"),
+    {0},
+};
+
+/* The HTTP side: gatewayd driven with the native run's prompts (loadgen_http.h). */
+static const struct rs_opt http_opts[] = {
+    {.name = "http", .kind = RS_OPT_ARG, .off = LG(http), .arg = "URL|start",
+     .help = "after the native run, the same load (same prompts) as\n"
+             "OpenAI streaming completions to gatewayd at URL\n"
+             "(http://127.0.0.1:8080/v1), or to one loadgen starts on\n"
+             "its --start instance; then HTTP against native"},
+    {.name = "no-native", .kind = RS_OPT_FLAG, .off = LG(no_native), .val = 1,
+     .help = "only the HTTP run"},
+    {.name = "sweep", .kind = RS_OPT_ARG, .off = LG(sweep), .arg = "C1,C2,...",
+     .help = "both runs at each concurrency (clients = C): a table,\n"
+             "and a PNG chart (gnuplot) of throughput and TTFT/TPOT"},
+    {.name = "plot", .kind = RS_OPT_ARG, .off = LG(plot), .arg = "FILE",
+     .help = "the chart (default build/loadgen-sweep.png)"},
+    {.name = "rounds", .kind = RS_OPT_U32, .off = LG(rounds), .min = 1, .max = 100000,
+     .arg = "R",
+     .help = "native and HTTP runs alternated R times (the host's\n"
+             "load drifts); the comparison per round and the median"},
+    {.name = "idle", .kind = RS_OPT_U32, .off = LG(idle), .min = 0, .max = 100000, .arg = "N",
+     .help = "hold N idle keep-alive connections to gatewayd during\n"
+             "the HTTP run (each answers twice; threads and RSS)"},
+    {.name = "storm", .kind = RS_OPT_CALL, .parse = parse_span, .off = LG(storm),
+     .arg = "A:B",
+     .help = "(--start, --http start) SIGKILL gatewayd every A..B ms\n"
+             "while clients retry with Idempotency-Keys; counts runs\n"
+             "per request and compares outputs with the native run"},
+    {0},
+};
+
+/* --model builds the prompts; the sizes go to the daemons --start runs. */
+static const char *const pipe_taken[] = {"model", "ctx", "max-seqs", "max-batched-tokens",
+                                         "kv-blocks", NULL};
 
 static int check_args(struct lg_args *a, char *err, size_t len)
 {
@@ -670,15 +655,15 @@ static int check_args(struct lg_args *a, char *err, size_t len)
         snprintf(err, len, "--http start needs --start");
         return -1;
     }
-    if ((a->storm_lo > 0 || a->idle > 0) && a->http == NULL) {
+    if ((a->storm.lo > 0 || a->idle > 0) && a->http == NULL) {
         snprintf(err, len, "--storm and --idle need --http");
         return -1;
     }
-    if (a->storm_lo > 0 && (a->http == NULL || strcmp(a->http, "start") != 0)) {
+    if (a->storm.lo > 0 && (a->http == NULL || strcmp(a->http, "start") != 0)) {
         snprintf(err, len, "--storm needs --start --http start (loadgen must own gatewayd)");
         return -1;
     }
-    if (a->no_native && (a->http == NULL || a->storm_lo > 0)) {
+    if (a->no_native && (a->http == NULL || a->storm.lo > 0)) {
         snprintf(err, len, "--no-native needs --http, and --storm compares with the native run");
         return -1;
     }
@@ -697,30 +682,28 @@ static int parse_args(int argc, char **argv, struct lg_args *a)
     memset(a, 0, sizeof(*a));
     rs_client_gen_args_init(&a->gen);
     rs_client_conn_args_init(&a->conn);
+    rs_pipe_args_init(&a->pipe);
     a->requests = 64;
     a->warmup = UINT32_MAX;
     a->threads = 2;
     a->rng = 1;
     a->prompt_len = a->output_len = (struct span){128, 128};
     a->rounds = 1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        int r = rs_client_gen_parse(&a->gen, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            r = rs_client_conn_parse(&a->conn, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            r = own_option(a, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            snprintf(err, sizeof(err), "unknown option '%s' (see --help)", argv[i]);
-        if (r <= 0) {
-            fprintf(stderr, "bench_loadgen: %s\n", err);
-            return 2;
-        }
+    const struct rs_opt_group g[] = {
+        {"load", load_opts, a, NULL},
+        {"model and instance (--start)", rs_pipe_opts, &a->pipe, pipe_taken},
+        {"HTTP (gatewayd)", http_opts, a, NULL},
+        {RS_CLIENT_GEN_TITLE, rs_client_gen_opts, &a->gen, NULL},
+        {RS_CLIENT_CONN_TITLE, rs_client_conn_opts, &a->conn, NULL},
+    };
+    int r = rs_opt_parse(g, 5, argc, argv, 0, NULL, err, sizeof(err));
+    if (r == RS_OPT_HELP) {
+        rs_opt_help(stdout, usage, g, 5);
+        return 1;
     }
-    if (check_args(a, err, sizeof(err)) != 0) {
+    if (r == RS_OPT_OK)
+        a->model = a->pipe.cfg.model_path[0] != '\0' ? a->pipe.cfg.model_path : NULL;
+    if (r != RS_OPT_OK || check_args(a, err, sizeof(err)) != 0) {
         fprintf(stderr, "bench_loadgen: %s\n", err);
         return 2;
     }
@@ -733,10 +716,10 @@ static int start_instance(struct lg_args *a, struct rs_harness *h)
 {
     struct rs_harness_opts o = {0};
     o.model = a->model;
-    o.n_ctx = a->ctx;
-    o.max_seqs = a->max_seqs;
-    o.max_batched_tokens = a->max_batched_tokens;
-    o.n_kv_blocks = a->kv_blocks;
+    o.n_ctx = a->pipe.cfg.n_ctx;
+    o.max_seqs = a->pipe.cfg.max_seqs;
+    o.max_batched_tokens = a->pipe.cfg.max_batched_tokens;
+    o.n_kv_blocks = a->pipe.cfg.n_kv_blocks;
     o.max_requests = a->clients * 4 > 1024 ? a->clients * 4 : 1024;
     o.launcher_threads = a->threads;
     o.fast_kernels = 1;
@@ -964,7 +947,7 @@ static int storm(struct lg *g)
     g->run_tag = rs_clock_ns();
     g->kill_rng = g->run_tag | 1;
     g->restart_ms = calloc(100000, sizeof(double));
-    g->next_kill_ns = rs_clock_ns() + 1000000ull * g->a.storm_lo;
+    g->next_kill_ns = rs_clock_ns() + 1000000ull * g->a.storm.lo;
     if (run_mode(g, LG_HTTP, &f) != 0)
         return 1;
     while (g->killed_ns != 0 && gw_probe(g->gw_port) == 0)
@@ -987,8 +970,8 @@ static int storm(struct lg *g)
     free(native_len);
     struct dist r = summarize(g->restart_ms, g->kills);
     printf("-------------gatewayd SIGKILL storm----------------\n");
-    printf("%-40s %u (every %u..%u ms)\n", "gatewayd SIGKILLs:", g->kills, g->a.storm_lo,
-           g->a.storm_hi);
+    printf("%-40s %u (every %u..%u ms)\n", "gatewayd SIGKILLs:", g->kills, g->a.storm.lo,
+           g->a.storm.hi);
     printf("%-40s %u, retried %u times (same Idempotency-Key)\n", "Requests:", n, retries);
     printf("%-40s %llu (runs twice: %lld)\n", "Accepted by tokenizerd:", (unsigned long long)runs,
            (long long)runs - (long long)n);
@@ -1107,7 +1090,7 @@ static int run(struct lg *g)
         return 1;
     if (g->a.sweep != NULL)
         return sweep(g);
-    if (g->a.storm_lo > 0)
+    if (g->a.storm.lo > 0)
         return storm(g);
     uint32_t rounds = g->a.rounds > 64 ? 64 : g->a.rounds, failed = 0;
     if (g->a.http == NULL) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench_pipeline_overhead (issue 5): runs the same batch sequence in-process
+ * bench_pipeline_overhead: runs the same batch sequence in-process
  * and through the daemons and prints the throughput ratio and the per-step
  * IPC cost in microseconds. The sequence: B requests with fixed pseudo-
  * random prompts, one prefill step, then S decode steps of B tokens (greedy,

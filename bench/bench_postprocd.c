@@ -18,9 +18,12 @@
 
 #include "bench/front_bench.h"
 #include "common/detok.h"
+#include "common/opt.h"
 #include "common/stopstr.h"
 #include "common/tokenizer.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
 
@@ -262,25 +265,34 @@ static void detok_in_process(const struct drv *d)
     rs_vocab_destroy(&v);
 }
 
+#define O(f) offsetof(struct opts, f)
+static const struct rs_opt opts[] = {
+    {.name = "model", .short_name = 'm', .kind = RS_OPT_ARG, .off = O(model), .arg = "MODEL",
+     .help = "the model (default: llama-2-tiny-random from ../shared/refdata)"},
+    {.name = "requests", .short_name = 'r', .kind = RS_OPT_INT, .off = O(requests), .min = 1,
+     .max = MAX_REQ, .arg = "N", .help = "requests (default 64)"},
+    {.name = "tokens", .short_name = 't', .kind = RS_OPT_INT, .off = O(tokens), .min = 1,
+     .max = 2000, .arg = "N", .help = "tokens per request (default 256)"},
+    {.name = "latency-steps", .short_name = 'l', .kind = RS_OPT_INT, .off = O(lat_steps),
+     .min = 1, .max = 2000, .arg = "N", .help = "steps of the latency figure, <= tokens (200)"},
+    {0},
+};
+
+/* -1 to run, else the exit code. */
 static int parse(int argc, char **argv, struct opts *o)
 {
     o->model = RS_SOURCE_DIR "/../shared/refdata/llama-2-tiny-random.gguf";
     o->requests = 64, o->tokens = 256, o->lat_steps = 200;
-    int c;
-    while ((c = getopt(argc, argv, "m:r:t:l:")) != -1) {
-        if (c == 'm')
-            o->model = optarg;
-        else if (c == 'r')
-            o->requests = atoi(optarg);
-        else if (c == 't')
-            o->tokens = atoi(optarg);
-        else if (c == 'l')
-            o->lat_steps = atoi(optarg);
-        else
-            return 1;
+    struct rs_opt_group g = {NULL, opts, o, NULL};
+    int code = rs_opt_main("bench_postprocd",
+                           "usage: bench_postprocd [options]\n"
+                           "postprocd alone: deltas per second and delivery latency.\n",
+                           &g, 1, argc, argv, 0, NULL);
+    if (code < 0 && o->lat_steps > o->tokens) {
+        fprintf(stderr, "bench_postprocd: --latency-steps must not exceed --tokens\n");
+        code = 2;
     }
-    return o->requests < 1 || o->requests > MAX_REQ || o->tokens < 1 || o->tokens > 2000 ||
-           o->lat_steps < 1 || o->lat_steps > o->tokens;
+    return code;
 }
 
 static int open_roles(struct drv *d)
@@ -352,11 +364,9 @@ static int run(struct drv *d, const struct opts *o)
 int main(int argc, char **argv)
 {
     struct opts o;
-    if (parse(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: bench_postprocd [-m MODEL] [-r requests 1..512] [-t tokens "
-                        "1..2000] [-l latency_steps <= tokens]\n");
-        return 2;
-    }
+    int code = parse(argc, argv, &o);
+    if (code >= 0)
+        return code;
     static struct drv d;
     if (fb_init(&d.b, o.model, 2048, 1024) != 0 || open_roles(&d) != 0 ||
         make_outputs(&d, o.tokens) != 0)

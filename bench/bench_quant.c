@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "common/quant.h"
+#include "common/opt.h"
 
 static double now(void)
 {
@@ -44,6 +45,13 @@ static double best_of(int reps, enum rs_ggml_type t, int to_f32, const void *q, 
 
 int main(int argc, char **argv)
 {
+    int first, code = rs_opt_main("bench_quant",
+                                  "usage: bench_quant [MIB_OF_F32 in 1..16384]\n"
+                                  "Dequantization throughput against memcpy.\n",
+                                  NULL, 0, argc, argv, RS_OPT_OPERANDS, &first);
+    if (code >= 0)
+        return code;
+    argv += first - 1, argc -= first - 1; /* the operands are argv[1..] as before */
     long mib = argc > 1 ? atol(argv[1]) : 256;
     if (mib < 1 || mib > 16384) {
         fprintf(stderr, "usage: bench_quant [MIB_OF_F32 in 1..16384]\n");

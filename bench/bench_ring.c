@@ -20,6 +20,7 @@
 #include <stdalign.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/opt.h"
 #include "common/log.h"
 #include "ipc/crc32c.h"
 #include "ipc/ring.h"
@@ -506,22 +508,31 @@ static void attach_cost(void)
     }
 }
 
+struct ring_args {
+    uint64_t records, gib;
+    int reps;
+};
+
 int main(int argc, char **argv)
 {
-    uint64_t records = 20000000, gib = 4;
-    int reps = 3;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--records") == 0)
-            records = strtoull(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--bytes") == 0)
-            gib = strtoull(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--reps") == 0)
-            reps = atoi(argv[i + 1]);
-        else
-            return fprintf(stderr, "usage: bench_ring [--records N] [--bytes GiB] [--reps R]\n"), 2;
-    }
-    if (records == 0 || gib == 0 || reps < 1)
-        return fprintf(stderr, "bench_ring: --records, --bytes and --reps must be positive\n"), 2;
+    struct ring_args a = {20000000, 4, 3};
+    static const struct rs_opt opts[] = {
+        {.name = "records", .kind = RS_OPT_U64, .off = offsetof(struct ring_args, records),
+         .min = 1, .max = 1ll << 40, .arg = "N", .help = "handoffs measured (default 20000000)"},
+        {.name = "bytes", .kind = RS_OPT_U64, .off = offsetof(struct ring_args, gib), .min = 1,
+         .max = 1024, .arg = "GiB", .help = "payload bytes moved per figure (default 4)"},
+        {.name = "reps", .kind = RS_OPT_INT, .off = offsetof(struct ring_args, reps), .min = 1,
+         .max = 1000, .arg = "R", .help = "runs per figure, the best is shown (default 3)"},
+        {0},
+    };
+    struct rs_opt_group g = {NULL, opts, &a, NULL};
+    int code = rs_opt_main("bench_ring", "usage: bench_ring [options]\n"
+                           "Ring handoffs and payload copies between two processes.\n",
+                           &g, 1, argc, argv, 0, NULL);
+    if (code >= 0)
+        return code;
+    uint64_t records = a.records, gib = a.gib;
+    int reps = a.reps;
     rs_log_set_level(RS_LOG_WARN);
     g_spin_only = n_cpus() >= 2;
     double load[3] = {0, 0, 0};

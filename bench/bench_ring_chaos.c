@@ -12,9 +12,17 @@
 
 #include "common/log.h"
 #include "tests/crash/ring_chaos.h"
+#include "common/opt.h"
 
 int main(int argc, char **argv)
 {
+    int first, code = rs_opt_main("bench_ring_chaos",
+                                  "usage: bench_ring_chaos [SECONDS (0..86400]] "
+                                  "[SLOTS (power of two >= 2)]\nThe ring under a kill storm.\n",
+                                  NULL, 0, argc, argv, RS_OPT_OPERANDS, &first);
+    if (code >= 0)
+        return code;
+    argv += first - 1, argc -= first - 1; /* the operands are argv[1..] as before */
     double seconds = argc > 1 ? atof(argv[1]) : 60;
     long slots = argc > 2 ? atol(argv[2]) : 16;
     if (argc > 3 || seconds <= 0 || seconds > 86400 || slots < 2 || slots > (1 << 20) ||

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "launcherd/engine/sampler.h"
+#include "common/opt.h"
 
 static double now(void)
 {
@@ -96,6 +97,13 @@ static double expf_pass(const float *l, int32_t n, int iters)
 
 int main(int argc, char **argv)
 {
+    int first, code = rs_opt_main("bench_sampler",
+                                  "usage: bench_sampler [ITERATIONS >= 1]\n"
+                                  "Sampler cost per token.\n",
+                                  NULL, 0, argc, argv, RS_OPT_OPERANDS, &first);
+    if (code >= 0)
+        return code;
+    argv += first - 1, argc -= first - 1; /* the operands are argv[1..] as before */
     int iters = argc > 1 ? atoi(argv[1]) : 200;
     if (iters < 1) {
         fprintf(stderr, "usage: bench_sampler [ITERATIONS >= 1]\n");

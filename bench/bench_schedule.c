@@ -12,7 +12,7 @@
  * wake-ups). Leaves out the model (the driver never runs one).
  */
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,9 +24,15 @@
 #include <zmq.h>
 
 #include "common/clock.h"
+#include "common/opt.h"
+#include "ipc/pipeline_batch.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 #include "ipc/rundir.h"
 #include "ipc/wire_server.h"
+#include "tests/pipeline_harness.h"
 
 struct opts {
     uint32_t running, waiting, steps, prompt, min_out, max_out, ctx;
@@ -199,41 +205,41 @@ static double pingpong_floor_ns(const char *rundir, int n)
     return p50;
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: bench_schedule [-r RUNNING] [-w WAITING] [-s STEPS] [-p PROMPT] "
-                    "[-o MIN_OUT] [-O MAX_OUT] [-m MODEL]\n"
-                    "  defaults: 1000 running, 1000 waiting, 1000 measured steps, 32-token "
-                    "prompts,\n  32..96 outputs each, stories260K from ../shared/refdata\n");
-}
+#define O(f) offsetof(struct opts, f)
+#define N(nm, c, f, lo, hi, h)                                                                   \
+    {.name = nm, .short_name = c, .kind = RS_OPT_U32, .off = O(f), .min = lo, .max = hi,         \
+     .arg = "N", .help = h}
+static const struct rs_opt opts[] = {
+    N("running", 'r', running, 1, 4096, "requests running (default 1000)"),
+    N("waiting", 'w', waiting, 0, 1u << 20, "requests waiting (default 1000)"),
+    N("steps", 's', steps, 1, 1u << 24, "measured steps (default 1000)"),
+    N("prompt", 'p', prompt, 1, 256, "prompt tokens (default 32)"),
+    N("min-out", 'o', min_out, 1, 4096, "shortest output (default 32)"),
+    N("max-out", 'O', max_out, 1, 4096, "longest output (default 96)"),
+    {.name = "model", .short_name = 'm', .kind = RS_OPT_STR, .off = O(model),
+     .size = sizeof(((struct opts *)0)->model), .arg = "MODEL",
+     .help = "the model (default: stories260K from ../shared/refdata)"},
+    {0},
+};
 
+/* -1 to run, else the exit code. */
 static int parse(int argc, char **argv, struct opts *o)
 {
     *o = (struct opts){1000, 1000, 1000, 32, 32, 96, 512, ""};
     const char *ref = getenv("RS_REFDATA");
     snprintf(o->model, sizeof(o->model), "%s/stories260K.gguf",
              ref ? ref : RS_SOURCE_DIR "/../shared/refdata");
-    int c;
-    while ((c = getopt(argc, argv, "r:w:s:p:o:O:m:h")) != -1) {
-        long v = optarg ? strtol(optarg, NULL, 10) : 0;
-        switch (c) {
-        case 'r': o->running = (uint32_t)v; break;
-        case 'w': o->waiting = (uint32_t)v; break;
-        case 's': o->steps = (uint32_t)v; break;
-        case 'p': o->prompt = (uint32_t)v; break;
-        case 'o': o->min_out = (uint32_t)v; break;
-        case 'O': o->max_out = (uint32_t)v; break;
-        case 'm': snprintf(o->model, sizeof(o->model), "%s", optarg); break;
-        default: usage(); return -1;
-        }
+    struct rs_opt_group g = {NULL, opts, o, NULL};
+    int code = rs_opt_main("bench_schedule",
+                           "usage: bench_schedule [options]\n"
+                           "schedulerd alone under a driver that plays the other three stages.\n",
+                           &g, 1, argc, argv, 0, NULL);
+    if (code < 0 && (o->max_out < o->min_out || o->prompt + o->max_out >= o->ctx)) {
+        fprintf(stderr, "bench_schedule: need --min-out <= --max-out and prompt + max-out < %u\n",
+                o->ctx);
+        code = 2;
     }
-    if (o->running < 1 || o->running > 4096 || o->prompt < 1 || o->prompt > 256 ||
-        o->min_out < 1 || o->max_out < o->min_out || o->prompt + o->max_out >= o->ctx ||
-        o->steps < 1) {
-        usage();
-        return -1;
-    }
-    return 0;
+    return code;
 }
 
 static int setup(struct drv *d)
@@ -249,7 +255,7 @@ static int setup(struct drv *d)
     c->max_batched_tokens = o->running + 1024;
     c->max_requests = 2 * (o->running + o->waiting) + 64;
     c->n_kv_blocks = o->running * ((o->prompt + o->max_out + 15) / 16) * 5 / 4 + 64;
-    if (rs_pipe_config_resolve(c, err, sizeof(err)) != RS_OK) {
+    if (rs_harness_config_resolve(c, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "bench_schedule: %s\n", err);
         return -1;
     }
@@ -445,8 +451,9 @@ int main(int argc, char **argv)
     struct drv d;
     memset(&d, 0, sizeof(d));
     d.rng = 0x5eed;
-    if (parse(argc, argv, &d.o) != 0)
-        return 2;
+    int code = parse(argc, argv, &d.o);
+    if (code >= 0)
+        return code;
     char self[PATH_MAX - 32];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0)

@@ -11,7 +11,6 @@
  * Leaves out: multi-threaded throughput (one tokenizer per thread scales
  * with cores; the vocab is shared read-only).
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "common/clock.h"
 #include "common/detok.h"
 #include "common/log.h"
+#include "common/opt.h"
 #include "common/tokenizer.h"
 #include "common/utf8.h"
 #include "common/vocab.h"
@@ -154,23 +154,27 @@ static int bench_vocab(const char *path, const char *text, size_t len, int repea
 
 int main(int argc, char **argv)
 {
-    int repeat = 3, c;
-    static const struct option longopts[] = {{"repeat", 1, 0, 'r'}, {0, 0, 0, 0}};
-    while ((c = getopt_long(argc, argv, "r:", longopts, NULL)) != -1) {
-        if (c != 'r' || (repeat = atoi(optarg)) < 1) {
-            fprintf(stderr, "usage: bench_tokenize [--repeat N] TEXT VOCAB.gguf...\n");
-            return 2;
-        }
-    }
-    if (argc - optind < 2) {
-        fprintf(stderr, "usage: bench_tokenize [--repeat N] TEXT VOCAB.gguf...\n");
+    int repeat = 3, first;
+    static const struct rs_opt opts[] = {
+        {.name = "repeat", .short_name = 'r', .kind = RS_OPT_INT, .off = 0, .min = 1,
+         .max = 1000, .arg = "N", .help = "runs per figure, the best is shown (default 3)"},
+        {0},
+    };
+    struct rs_opt_group g = {NULL, opts, &repeat, NULL};
+    int code = rs_opt_main("bench_tokenize",
+                           "usage: bench_tokenize [--repeat N] TEXT VOCAB.gguf...\n", &g, 1,
+                           argc, argv, RS_OPT_OPERANDS, &first);
+    if (code >= 0)
+        return code;
+    if (argc - first < 2) {
+        fprintf(stderr, "bench_tokenize: give TEXT and at least one VOCAB.gguf (see --help)\n");
         return 2;
     }
     rs_log_set_level(RS_LOG_ERROR);
     size_t len;
-    char *text = read_file(argv[optind], &len);
+    char *text = read_file(argv[first], &len);
     if (text == NULL) {
-        fprintf(stderr, "bench_tokenize: cannot read %s\n", argv[optind]);
+        fprintf(stderr, "bench_tokenize: cannot read %s\n", argv[first]);
         return 1;
     }
     double validate_s = -1;
@@ -181,10 +185,10 @@ int main(int argc, char **argv)
         if (r == 0 && ok < len)
             printf("note: text is valid UTF-8 only up to byte %zu\n", ok);
     }
-    printf("text: %s, %.2f MB; single core; best of %d\n", argv[optind], (double)len / 1e6, repeat);
+    printf("text: %s, %.2f MB; single core; best of %d\n", argv[first], (double)len / 1e6, repeat);
     printf("UTF-8 validation pass: %.0f MB/s\n", (double)len / 1e6 / validate_s);
     int rc = 0;
-    for (int i = optind + 1; i < argc; i++)
+    for (int i = first + 1; i < argc; i++)
         rc |= bench_vocab(argv[i], text, len, repeat, validate_s);
     free(text);
     return rc;

@@ -15,8 +15,11 @@
 #include <stdatomic.h>
 
 #include "bench/front_bench.h"
+#include "common/opt.h"
 #include "common/tokenizer.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
 
@@ -197,27 +200,30 @@ static void load_prompt(void)
     fclose(f);
 }
 
+#define O(f) offsetof(struct opts, f)
+#define N(nm, c, f, hi, h)                                                                       \
+    {.name = nm, .short_name = c, .kind = RS_OPT_INT, .off = O(f), .min = 1, .max = hi,          \
+     .arg = "N", .help = h}
+static const struct rs_opt opts[] = {
+    {.name = "model", .short_name = 'm', .kind = RS_OPT_ARG, .off = O(model), .arg = "MODEL",
+     .help = "the model (default: llama-2-tiny-random from ../shared/refdata)"},
+    N("requests", 'n', n, 1 << 24, "requests (default 20000)"),
+    N("clients", 'c', clients, MAX_CLIENTS, "client connections (default 4)"),
+    N("window", 'w', window, 1 << 20, "requests in flight per client (default 32)"),
+    N("latency-requests", 'l', n_lat, 1 << 24, "requests of the latency figure (default 2000)"),
+    {0},
+};
+
+/* -1 to run, else the exit code. */
 static int parse(int argc, char **argv, struct opts *o)
 {
     o->model = RS_SOURCE_DIR "/../shared/refdata/llama-2-tiny-random.gguf";
     o->n = 20000, o->clients = 4, o->window = 32, o->n_lat = 2000;
-    int c;
-    while ((c = getopt(argc, argv, "m:n:c:w:l:")) != -1) {
-        if (c == 'm')
-            o->model = optarg;
-        else if (c == 'n')
-            o->n = atoi(optarg);
-        else if (c == 'c')
-            o->clients = atoi(optarg);
-        else if (c == 'w')
-            o->window = atoi(optarg);
-        else if (c == 'l')
-            o->n_lat = atoi(optarg);
-        else
-            return 1;
-    }
-    return o->n < 1 || o->clients < 1 || o->clients > MAX_CLIENTS || o->window < 1 ||
-           o->n_lat < 1;
+    struct rs_opt_group g = {NULL, opts, o, NULL};
+    return rs_opt_main("bench_tokenizerd",
+                       "usage: bench_tokenizerd [options]\n"
+                       "tokenizerd alone: intake rate and latency from several clients.\n",
+                       &g, 1, argc, argv, 0, NULL);
 }
 
 static void print_daemon_hists(const struct rs_pipe *p)
@@ -236,11 +242,9 @@ static void print_daemon_hists(const struct rs_pipe *p)
 int main(int argc, char **argv)
 {
     struct opts o;
-    if (parse(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: bench_tokenizerd [-m MODEL] [-n requests] [-c clients 1..16] "
-                        "[-w window] [-l latency_requests]\n");
-        return 2;
-    }
+    int code = parse(argc, argv, &o);
+    if (code >= 0)
+        return code;
     load_prompt();
     struct fb_inst b;
     char err[256];

@@ -27,6 +27,7 @@
 #include "ipc/pipeline.h"
 #include "ipc/rundir.h"
 #include "ipc/zsock.h"
+#include "tests/pipeline_harness.h"
 
 struct fb_inst {
     struct rs_pipe_config cfg;
@@ -50,7 +51,7 @@ static inline int fb_init(struct fb_inst *b, const char *model, uint32_t n_ctx,
     b->cfg.max_seqs = 64;
     b->cfg.max_batched_tokens = 1024;
     b->cfg.n_kv_blocks = (n_ctx + 15) / 16 * 4;
-    if (rs_pipe_config_resolve(&b->cfg, err, sizeof(err)) != RS_OK) {
+    if (rs_harness_config_resolve(&b->cfg, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "config: %s\n", err);
         return 1;
     }

@@ -12,10 +12,14 @@
 #define RS_LAUNCH_BENCH_H
 
 #include <libgen.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/pipeline_req.h"
+#include "common/opt.h"
+#include "ipc/pipeline_result.h"
 #include "tests/integration/launch_driver.h"
 
 #define LB_MAX_BATCHES 8
@@ -41,15 +45,42 @@ struct lb_step {
     uint64_t smp;    /* sampling, appends, stop rules */
 };
 
-static inline int lb_usage(const char *prog, const char *what)
+static int lb_parse_bin(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
 {
-    fprintf(stderr,
-            "usage: %s -m MODEL.gguf [--threads N] [--steps S] [--prompt P] [--reps R]\n"
-            "          [--batches 1,8,16] [--spin-us N] [--launcherd PATH] [--no-four]\n%s",
-            prog, what);
-    return 2;
+    struct lb_args *a = dst;
+    if (strlen(v) >= sizeof(a->bin)) {
+        snprintf(err, len, "option --%s: path longer than %zu bytes", o->name, sizeof(a->bin) - 1);
+        return -1;
+    }
+    snprintf(a->bin, sizeof(a->bin), "%s", v);
+    return 0;
 }
 
+#define LB(f) offsetof(struct lb_args, f)
+static const struct rs_opt lb_opts[] = {
+    {.name = "model", .short_name = 'm', .kind = RS_OPT_ARG, .off = LB(model),
+     .arg = "MODEL.gguf", .help = "the model (required)"},
+    {.name = "threads", .kind = RS_OPT_INT, .off = LB(threads), .min = 0, .max = 1024,
+     .arg = "N", .help = "model threads, launcherd and in-process (default 0: all CPUs)"},
+    {.name = "steps", .kind = RS_OPT_U32, .off = LB(steps), .min = 1, .max = 4096, .arg = "S",
+     .help = "decode steps per phase (default 64)"},
+    {.name = "prompt", .kind = RS_OPT_U32, .off = LB(prompt), .min = 1, .max = 4096, .arg = "P",
+     .help = "prompt tokens per request (default 32)"},
+    {.name = "reps", .kind = RS_OPT_U32, .off = LB(reps), .min = 1, .max = 16, .arg = "R",
+     .help = "phases per batch size (default 3)"},
+    {.name = "batches", .kind = RS_OPT_U32_LIST, .off = LB(batches), .size = LB_MAX_BATCHES,
+     .count_off = LB(n_batches), .min = 1, .max = LD_MAX_SEQS, .arg = "N,...",
+     .help = "decode batch sizes (default 1,8,16)"},
+    {.name = "spin-us", .kind = RS_OPT_U32, .off = LB(spin_us), .min = 0, .max = 1000000,
+     .arg = "N", .help = "launcherd --spin-us; the driver polls results as long"},
+    {.name = "launcherd", .kind = RS_OPT_CALL, .parse = lb_parse_bin, .arg = "PATH",
+     .help = "the launcherd binary (default: beside this program)"},
+    {.name = "no-four", .kind = RS_OPT_FLAG, .off = LB(no_four), .val = 1,
+     .help = "bench_pipeline_overhead: skip the four-daemon run"},
+    {0},
+};
+
+/* 0 to run, 1 after --help, 2 after printing a refusal. */
 static inline int lb_parse(int argc, char **argv, struct lb_args *a, const char *what)
 {
     memset(a, 0, sizeof(*a));
@@ -57,49 +88,19 @@ static inline int lb_parse(int argc, char **argv, struct lb_args *a, const char 
     a->prompt = 32;
     a->reps = 3;
     a->batches[0] = 1, a->batches[1] = 8, a->batches[2] = 16, a->n_batches = 3;
-    char self[300];
+    char self[300], usage[600];
     snprintf(self, sizeof(self), "%s", argv[0]);
     snprintf(a->bin, sizeof(a->bin), "%s/launcherd", dirname(self));
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0)
-            return lb_usage(argv[0], what), 1;
-        if (strcmp(o, "--no-four") == 0) {
-            a->no_four = 1;
-            continue;
-        }
-        if (v == NULL)
-            return lb_usage(argv[0], what);
-        i++;
-        if (strcmp(o, "-m") == 0)
-            a->model = v;
-        else if (strcmp(o, "--threads") == 0)
-            a->threads = atoi(v);
-        else if (strcmp(o, "--steps") == 0)
-            a->steps = (uint32_t)atoi(v);
-        else if (strcmp(o, "--prompt") == 0)
-            a->prompt = (uint32_t)atoi(v);
-        else if (strcmp(o, "--reps") == 0)
-            a->reps = (uint32_t)atoi(v);
-        else if (strcmp(o, "--spin-us") == 0)
-            a->spin_us = (uint32_t)atoi(v);
-        else if (strcmp(o, "--launcherd") == 0)
-            snprintf(a->bin, sizeof(a->bin), "%s", v);
-        else if (strcmp(o, "--batches") == 0) {
-            a->n_batches = 0;
-            for (char *p = (char *)v; *p != '\0' && a->n_batches < LB_MAX_BATCHES;) {
-                a->batches[a->n_batches++] = (uint32_t)strtoul(p, &p, 10);
-                if (*p == ',')
-                    p++;
-            }
-        } else
-            return lb_usage(argv[0], what);
+    snprintf(usage, sizeof(usage), "usage: %s -m MODEL.gguf [options]\n%s", argv[0], what);
+    struct rs_opt_group g = {NULL, lb_opts, a, NULL};
+    int code = rs_opt_main(argv[0], usage, &g, 1, argc, argv, 0, NULL);
+    if (code >= 0)
+        return code == 0 ? 1 : code;
+    if (a->model == NULL) {
+        fprintf(stderr, "%s: -m MODEL.gguf is required\n", argv[0]);
+        return 2;
     }
-    int ok = a->model != NULL && a->steps >= 1 && a->steps <= 4096 && a->prompt >= 1 &&
-             a->prompt <= 4096 && a->reps >= 1 && a->reps <= 16 && a->n_batches >= 1;
-    for (uint32_t i = 0; i < a->n_batches; i++)
-        ok &= a->batches[i] >= 1 && a->batches[i] <= LD_MAX_SEQS;
-    return ok ? 0 : lb_usage(argv[0], what);
+    return 0;
 }
 
 static inline uint32_t lb_max_batch(const struct lb_args *a)

@@ -136,7 +136,7 @@ static int hc_request(struct hconn *h, uint32_t i, const struct rs_wire_generate
         free(body);
         return -1;
     }
-    if (g->a.storm_lo > 0)
+    if (g->a.storm.lo > 0)
         snprintf(key, sizeof(key), "Idempotency-Key: loadgen-%llu-%u\r\n",
                  (unsigned long long)g->run_tag, i);
     int hl = snprintf(head, sizeof(head),

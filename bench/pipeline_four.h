@@ -16,6 +16,7 @@
 
 #include "bench/launch_bench.h"
 #include "client/client.h"
+#include "ipc/pipeline_config.h"
 #include "tests/pipeline_harness.h"
 
 struct four {

@@ -17,7 +17,6 @@
 #include "client/client_impl.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "ipc/pipeline.h"
 #include "ipc/rundir.h"
 #include "ipc/zcert.h"
 
@@ -70,7 +69,7 @@ static rs_err endpoint_of(const struct rs_client_opts *o, const char *given, con
     if (o->rundir != NULL)
         snprintf(dir, sizeof(dir), "%s", o->rundir);
     else
-        rs_pipe_default_rundir(o->instance != NULL ? o->instance : "default", dir, sizeof(dir));
+        rs_rundir_default(o->instance != NULL ? o->instance : "default", dir, sizeof(dir));
     return rs_rundir_endpoint(dir, file, out, cap);
 }
 

@@ -30,7 +30,7 @@ typedef struct rs_client rs_client;
 /* Connection and reliability settings; rs_client_opts_default fills them. */
 struct rs_client_opts {
     const char *instance;             /* for the default runtime directory; NULL = "default" */
-    const char *rundir;               /* ipc:// socket directory; NULL = rs_pipe_default_rundir */
+    const char *rundir;               /* ipc:// socket directory; NULL = rs_rundir_default */
     const char *tokenizerd_endpoint;  /* NULL = ipc://<rundir>/tokenizerd.sock */
     const char *postprocd_endpoint;   /* NULL = ipc://<rundir>/postprocd.sock */
     const char *curve_secret_file;    /* tcp://: this client's key pair (ringserve-keygen, 0600) */

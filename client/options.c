@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The shared command-line flags of the client programs (options.h): request
- * fields and connection settings, table-driven so a flag, its field and its
- * help line stay together. Values are checked for syntax only; the server's
- * validator owns the ranges and answers with a message naming the field.
+ * fields and connection settings as option tables, so a flag, its field,
+ * its presence bit and its help line stay together. Values are checked for
+ * syntax only; the server's validator owns the ranges and answers with a
+ * message naming the field.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,33 +14,6 @@
 #include <string.h>
 
 #include "client/options.h"
-
-enum kind { K_U32, K_I32, K_U64, K_FLOAT, K_FLAG };
-
-/* One request flag: its field in rs_wire_generate and presence bit. */
-struct gen_flag {
-    const char *name;
-    enum kind kind;
-    uint32_t bit;
-    size_t off;
-};
-
-#define GF(n, k, b, f) {n, k, b, offsetof(struct rs_wire_generate, f)}
-static const struct gen_flag gen_flags[] = {
-    GF("--max-tokens", K_U32, RS_WIRE_GEN_MAX_TOKENS, max_tokens),
-    GF("--temperature", K_FLOAT, RS_WIRE_GEN_TEMPERATURE, temperature),
-    GF("--top-p", K_FLOAT, RS_WIRE_GEN_TOP_P, top_p),
-    GF("--top-k", K_I32, RS_WIRE_GEN_TOP_K, top_k),
-    GF("--min-p", K_FLOAT, RS_WIRE_GEN_MIN_P, min_p),
-    GF("--repetition-penalty", K_FLOAT, RS_WIRE_GEN_REPETITION_PENALTY, repetition_penalty),
-    GF("--presence-penalty", K_FLOAT, RS_WIRE_GEN_PRESENCE_PENALTY, presence_penalty),
-    GF("--frequency-penalty", K_FLOAT, RS_WIRE_GEN_FREQUENCY_PENALTY, frequency_penalty),
-    GF("--seed", K_U64, RS_WIRE_GEN_SEED, seed),
-    GF("--logprobs", K_U32, RS_WIRE_GEN_LOGPROBS, logprobs),
-    GF("--priority", K_I32, RS_WIRE_GEN_PRIORITY, priority),
-    GF("--ignore-eos", K_FLAG, RS_WIRE_GEN_IGNORE_EOS, ignore_eos),
-    GF("--stream", K_FLAG, RS_WIRE_GEN_STREAM, stream),
-};
 
 void rs_client_gen_args_init(struct rs_client_gen_args *a)
 {
@@ -50,56 +23,26 @@ void rs_client_gen_args_init(struct rs_client_gen_args *a)
     a->gen.stream = true;
 }
 
-/* Parses val as kind into dst; 0 or -1. */
-static int parse_value(enum kind kind, const char *val, void *dst)
+/* --stop: repeatable, appended. */
+static int parse_stop(void *dst, const struct rs_opt *o, const char *val, char *err, size_t len)
 {
-    char *end;
-    errno = 0;
-    if (kind == K_FLOAT) {
-        float f = strtof(val, &end);
-        if (errno != 0 || end == val || *end != '\0' || !isfinite(f))
-            return -1;
-        *(float *)dst = f;
-        return 0;
-    }
-    if (kind == K_I32) {
-        long long v = strtoll(val, &end, 10);
-        if (errno != 0 || end == val || *end != '\0' || v < INT32_MIN || v > INT32_MAX)
-            return -1;
-        *(int32_t *)dst = (int32_t)v;
-        return 0;
-    }
-    if (val[0] == '-')
+    struct rs_wire_generate *g = &((struct rs_client_gen_args *)dst)->gen;
+    (void)o;
+    if (g->n_stop >= RS_WIRE_STOP_MAX || val[0] == '\0') {
+        snprintf(err, len, "option --stop: at most %d non-empty strings", RS_WIRE_STOP_MAX);
         return -1;
-    unsigned long long v = strtoull(val, &end, 10);
-    if (errno != 0 || end == val || *end != '\0' || (kind == K_U32 && v > UINT32_MAX))
-        return -1;
-    if (kind == K_U32)
-        *(uint32_t *)dst = (uint32_t)v;
-    else
-        *(uint64_t *)dst = v;
+    }
+    g->stop[g->n_stop++] = (struct rs_wire_str){val, (uint32_t)strlen(val)};
     return 0;
 }
 
-static const char *kind_text(enum kind k)
+/* --stop-token-ids: repeatable, appended. */
+static int parse_stop_ids(void *dst, const struct rs_opt *o, const char *val, char *err,
+                          size_t len)
 {
-    return k == K_FLOAT ? "a finite number" : k == K_I32 ? "an integer" : "a non-negative integer";
-}
-
-/* --stop and --stop-token-ids: repeatable, appended. */
-static int parse_stops(struct rs_wire_generate *g, const char *opt, const char *val, char *err,
-                       size_t len)
-{
-    if (strcmp(opt, "--stop") == 0) {
-        if (g->n_stop >= RS_WIRE_STOP_MAX || val[0] == '\0') {
-            snprintf(err, len, "option --stop: at most %d non-empty strings", RS_WIRE_STOP_MAX);
-            return -1;
-        }
-        g->stop[g->n_stop++] = (struct rs_wire_str){val, (uint32_t)strlen(val)};
-        g->has |= RS_WIRE_GEN_STOP;
-        return 1;
-    }
+    struct rs_wire_generate *g = &((struct rs_client_gen_args *)dst)->gen;
     uint32_t *ids, n;
+    (void)o;
     if (rs_client_parse_ids(val, &ids, &n, err, len) != 0)
         return -1;
     if (g->n_stop_ids + n > RS_WIRE_STOP_IDS_MAX) {
@@ -109,68 +52,51 @@ static int parse_stops(struct rs_wire_generate *g, const char *opt, const char *
     }
     memcpy(g->stop_ids + g->n_stop_ids, ids, n * sizeof(uint32_t));
     g->n_stop_ids += n;
-    g->has |= RS_WIRE_GEN_STOP_TOKEN_IDS;
     free(ids);
-    return 1;
+    return 0;
 }
 
-int rs_client_gen_parse(struct rs_client_gen_args *a, int argc, char **argv, int *i, char *err,
-                        size_t err_len)
-{
-    const char *opt = argv[*i];
-    struct rs_wire_generate *g = &a->gen;
-    if (strcmp(opt, "--no-stream") == 0) {
-        g->has |= RS_WIRE_GEN_STREAM;
-        g->stream = false;
-        return 1;
-    }
-    const struct gen_flag *f = NULL;
-    for (size_t k = 0; k < sizeof(gen_flags) / sizeof(gen_flags[0]) && f == NULL; k++)
-        if (strcmp(opt, gen_flags[k].name) == 0)
-            f = &gen_flags[k];
-    bool stops = strcmp(opt, "--stop") == 0 || strcmp(opt, "--stop-token-ids") == 0;
-    if (f == NULL && !stops)
-        return 0;
-    if (f != NULL && f->kind == K_FLAG) {
-        *(bool *)((char *)g + f->off) = true;
-        g->has |= f->bit;
-        return 1;
-    }
-    if (*i + 1 >= argc) {
-        snprintf(err, err_len, "option %s needs a value", opt);
-        return -1;
-    }
-    const char *val = argv[++*i];
-    if (stops)
-        return parse_stops(g, opt, val, err, err_len);
-    if (parse_value(f->kind, val, (char *)g + f->off) != 0) {
-        snprintf(err, err_len, "option %s: '%s' is not %s", opt, val, kind_text(f->kind));
-        return -1;
-    }
-    g->has |= f->bit;
-    return 1;
-}
+#define GEN(f) offsetof(struct rs_client_gen_args, gen.f)
+#define GEN_HAS(b) .has_bit = RS_WIRE_GEN_##b, .has_off = GEN(has)
+#define GEN_NUM(nm, k, f, b, a, h)                                                               \
+    {.name = nm, .kind = k, .off = GEN(f), GEN_HAS(b), .arg = a, .help = h}
 
-const char *rs_client_gen_help(void)
-{
-    return "request fields (ipc/PROTOCOL.md 3.1; absent = the server's default):\n"
-           "  --max-tokens N           most tokens to generate (default: until the context is "
-           "full)\n"
-           "  --temperature F          0 = greedy (default 1.0)\n"
-           "  --top-p F                nucleus sampling, (0, 1] (default 1.0 = off)\n"
-           "  --top-k N                keep the N most likely tokens (default 0 = off)\n"
-           "  --min-p F                drop tokens below F x the best one's p (default 0 = off)\n"
-           "  --repetition-penalty F   > 0 (default 1.0 = off)\n"
-           "  --presence-penalty F     [-2, 2] (default 0)\n"
-           "  --frequency-penalty F    [-2, 2] (default 0)\n"
-           "  --seed N                 sampling seed (default: the server picks and reports one)\n"
-           "  --stop STR               stop when the output contains STR (repeatable, <= 16)\n"
-           "  --stop-token-ids ID,...  stop when one of these ids is sampled (repeatable)\n"
-           "  --ignore-eos             keep generating past the model's end-of-text token\n"
-           "  --logprobs N             report the N most likely alternatives per token (<= 20)\n"
-           "  --stream | --no-stream   a message per token (default) or one at the end\n"
-           "  --priority N             lower is scheduled first (default 0)\n";
-}
+const struct rs_opt rs_client_gen_opts[] = {
+    GEN_NUM("max-tokens", RS_OPT_U32, max_tokens, MAX_TOKENS, "N",
+            "most tokens to generate (default: until the context is full)"),
+    GEN_NUM("temperature", RS_OPT_FLOAT, temperature, TEMPERATURE, "F",
+            "0 = greedy (default 1.0)"),
+    GEN_NUM("top-p", RS_OPT_FLOAT, top_p, TOP_P, "F",
+            "nucleus sampling, (0, 1] (default 1.0 = off)"),
+    GEN_NUM("top-k", RS_OPT_INT, top_k, TOP_K, "N",
+            "keep the N most likely tokens (default 0 = off)"),
+    GEN_NUM("min-p", RS_OPT_FLOAT, min_p, MIN_P, "F",
+            "drop tokens below F x the best one's p (default 0 = off)"),
+    GEN_NUM("repetition-penalty", RS_OPT_FLOAT, repetition_penalty, REPETITION_PENALTY, "F",
+            "> 0 (default 1.0 = off)"),
+    GEN_NUM("presence-penalty", RS_OPT_FLOAT, presence_penalty, PRESENCE_PENALTY, "F",
+            "[-2, 2] (default 0)"),
+    GEN_NUM("frequency-penalty", RS_OPT_FLOAT, frequency_penalty, FREQUENCY_PENALTY, "F",
+            "[-2, 2] (default 0)"),
+    GEN_NUM("seed", RS_OPT_U64, seed, SEED, "N",
+            "sampling seed (default: the server picks and reports one)"),
+    {.name = "stop", .kind = RS_OPT_CALL, .parse = parse_stop, GEN_HAS(STOP), .arg = "STR",
+     .help = "stop when the output contains STR (repeatable, <= 16)"},
+    {.name = "stop-token-ids", .kind = RS_OPT_CALL, .parse = parse_stop_ids,
+     GEN_HAS(STOP_TOKEN_IDS), .arg = "ID,...",
+     .help = "stop when one of these ids is sampled (repeatable)"},
+    {.name = "ignore-eos", .kind = RS_OPT_BOOL, .off = GEN(ignore_eos), .val = 1,
+     GEN_HAS(IGNORE_EOS), .help = "keep generating past the model's end-of-text token"},
+    GEN_NUM("logprobs", RS_OPT_U32, logprobs, LOGPROBS, "N",
+            "report the N most likely alternatives per token (<= 20)"),
+    {.name = "stream", .kind = RS_OPT_BOOL, .off = GEN(stream), .val = 1, GEN_HAS(STREAM),
+     .help = "a message per token (the default)"},
+    {.name = "no-stream", .kind = RS_OPT_BOOL, .off = GEN(stream), .val = 0, GEN_HAS(STREAM),
+     .help = "one message at the end"},
+    GEN_NUM("priority", RS_OPT_INT, priority, PRIORITY, "N",
+            "lower is scheduled first (default 0)"),
+    {0},
+};
 
 int rs_client_parse_ids(const char *s, uint32_t **out, uint32_t *n, char *err, size_t err_len)
 {
@@ -216,80 +142,57 @@ static int load_key(const char *opt, const char *val, char *out, char *err, size
     struct rs_zcert cert;
     if (rs_zcert_key_valid(val, strlen(val))) {
         memcpy(out, val, RS_ZCERT_Z85_LEN + 1);
-        return 1;
+        return 0;
     }
     if (rs_zcert_load(val, &cert) != RS_OK) {
-        snprintf(err, len, "option %s: '%s' is neither a z85 key nor a readable key file", opt,
-                 val);
+        snprintf(err, len, "option --%s: '%.80s' is neither a z85 key nor a readable key file",
+                 opt, val);
         return -1;
     }
     memcpy(out, cert.public_z85, RS_ZCERT_Z85_LEN + 1);
     memset(&cert, 0, sizeof(cert));
-    return 1;
+    return 0;
 }
 
-static int parse_ms(const char *opt, const char *val, uint32_t *out, char *err, size_t len)
+static int parse_server_key(void *dst, const struct rs_opt *o, const char *val, char *err,
+                            size_t len)
 {
-    if (parse_value(K_U32, val, out) != 0) {
-        snprintf(err, len, "option %s: '%s' is not a number of milliseconds", opt, val);
-        return -1;
-    }
-    return 1;
+    struct rs_client_conn_args *a = dst;
+    a->opts.curve_server_public = a->server_key;
+    return load_key(o->name, val, a->server_key, err, len);
 }
 
-int rs_client_conn_parse(struct rs_client_conn_args *a, int argc, char **argv, int *i,
-                         char *err, size_t err_len)
+static int parse_postprocd_key(void *dst, const struct rs_opt *o, const char *val, char *err,
+                               size_t len)
 {
-    static const char *const names[] = {"--instance", "--rundir", "--tokenizerd", "--postprocd",
-                                        "--curve-secret", "--curve-server", "--curve-postprocd",
-                                        "--timeout", "--ack-timeout", "--stall"};
-    const char *opt = argv[*i];
-    size_t k = 0, n = sizeof(names) / sizeof(names[0]);
-    while (k < n && strcmp(opt, names[k]) != 0)
-        k++;
-    if (k == n)
-        return 0;
-    if (*i + 1 >= argc) {
-        snprintf(err, err_len, "option %s needs a value", opt);
-        return -1;
-    }
-    const char *val = argv[++*i];
-    struct rs_client_opts *o = &a->opts;
-    switch (k) {
-    case 0: o->instance = val; return 1;
-    case 1: o->rundir = val; return 1;
-    case 2: o->tokenizerd_endpoint = val; return 1;
-    case 3: o->postprocd_endpoint = val; return 1;
-    case 4: o->curve_secret_file = val; return 1;
-    case 5:
-        o->curve_server_public = a->server_key;
-        return load_key(opt, val, a->server_key, err, err_len);
-    case 6:
-        o->curve_postprocd_public = a->postprocd_key;
-        return load_key(opt, val, a->postprocd_key, err, err_len);
-    case 7: return parse_ms(opt, val, &o->request_timeout_ms, err, err_len);
-    case 8: return parse_ms(opt, val, &o->ack_timeout_ms, err, err_len);
-    default: return parse_ms(opt, val, &o->stall_ms, err, err_len);
-    }
+    struct rs_client_conn_args *a = dst;
+    a->opts.curve_postprocd_public = a->postprocd_key;
+    return load_key(o->name, val, a->postprocd_key, err, len);
 }
 
-const char *rs_client_conn_help(void)
-{
-    return "connection:\n"
-           "  --instance NAME          instance whose default runtime directory to use\n"
-           "                           (default: default)\n"
-           "  --rundir DIR             runtime directory holding tokenizerd.sock and "
-           "postprocd.sock\n"
-           "                           (default: $RINGSERVE_RUNDIR, else "
-           "$XDG_RUNTIME_DIR/ringserve-NAME,\n"
-           "                           else /tmp/ringserve-UID-NAME, as the daemons)\n"
-           "  --tokenizerd ENDPOINT    explicit endpoint, e.g. tcp://host:5555 (needs CURVE)\n"
-           "  --postprocd ENDPOINT     explicit endpoint of postprocd\n"
-           "  --curve-secret FILE      this client's key pair (ringserve-keygen) for tcp://\n"
-           "  --curve-server KEY|FILE  the server's public key (z85, or its .pub file)\n"
-           "  --curve-postprocd KEY|FILE  postprocd's key when it differs from tokenizerd's\n"
-           "  --timeout MS             per-request time limit (default 600000; 0 = none)\n"
-           "  --ack-timeout MS         resend an unacknowledged request after MS (default 1000)\n"
-           "  --stall MS               ask postprocd to resume a request silent for MS "
-           "(default 1000)\n";
-}
+#define CONN(f) offsetof(struct rs_client_conn_args, opts.f)
+#define CONN_ARG(nm, f, a, h) {.name = nm, .kind = RS_OPT_ARG, .off = CONN(f), .arg = a, .help = h}
+#define CONN_MS(nm, f, h) {.name = nm, .kind = RS_OPT_U32, .off = CONN(f), .arg = "MS", .help = h}
+
+const struct rs_opt rs_client_conn_opts[] = {
+    CONN_ARG("instance", instance, "NAME",
+             "instance whose default runtime directory to use\n(default: default)"),
+    CONN_ARG("rundir", rundir, "DIR",
+             "runtime directory holding tokenizerd.sock and postprocd.sock\n"
+             "(default: $RINGSERVE_RUNDIR, else $XDG_RUNTIME_DIR/ringserve-NAME,\n"
+             "else /tmp/ringserve-UID-NAME, as the daemons)"),
+    CONN_ARG("tokenizerd", tokenizerd_endpoint, "ENDPOINT",
+             "explicit endpoint, e.g. tcp://host:5555 (needs CURVE)"),
+    CONN_ARG("postprocd", postprocd_endpoint, "ENDPOINT", "explicit endpoint of postprocd"),
+    CONN_ARG("curve-secret", curve_secret_file, "FILE",
+             "this client's key pair (ringserve-keygen) for tcp://"),
+    {.name = "curve-server", .kind = RS_OPT_CALL, .parse = parse_server_key, .arg = "KEY|FILE",
+     .help = "the server's public key (z85, or its .pub file)"},
+    {.name = "curve-postprocd", .kind = RS_OPT_CALL, .parse = parse_postprocd_key,
+     .arg = "KEY|FILE", .help = "postprocd's key when it differs from tokenizerd's"},
+    CONN_MS("timeout", request_timeout_ms, "per-request time limit (default 600000; 0 = none)"),
+    CONN_MS("ack-timeout", ack_timeout_ms,
+            "resend an unacknowledged request after MS (default 1000)"),
+    CONN_MS("stall", stall_ms, "ask postprocd to resume a request silent for MS (default 1000)"),
+    {0},
+};

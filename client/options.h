@@ -3,9 +3,9 @@
  * Command-line flags shared by the programs built on the client library
  * (ringserve-cli, bench/loadgen): one flag per generate field, named after
  * it (`--max-tokens`, `--top-p`, `--stop`, ...), and the connection flags
- * (`--instance`, `--rundir`, endpoints, CURVE keys, time limits). Parsing
- * one argument at a time lets each program add its own flags around them.
- * Leaves out the prompt (each program has its own idea of where it comes from).
+ * (`--instance`, `--rundir`, endpoints, CURVE keys, time limits), as two
+ * option tables (common/opt.h) each program parses with its own. Leaves
+ * out the prompt (each program has its own idea of where it comes from).
  */
 #ifndef RS_CLIENT_OPTIONS_H
 #define RS_CLIENT_OPTIONS_H
@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "client/client.h"
+#include "common/opt.h"
 #include "ipc/wire_client.h"
 #include "ipc/zcert.h"
 
@@ -26,20 +27,16 @@ struct rs_client_gen_args {
 void rs_client_gen_args_init(struct rs_client_gen_args *a);
 
 /*
- * Parses the request flag at argv[*i]: returns 1 and advances *i past its
- * value when it is one, 0 when it is not, -1 after writing a message naming
- * the flag and the problem to err (err_len bytes). Flags: --max-tokens N,
+ * The request flags, a table over struct rs_client_gen_args: --max-tokens N,
  * --temperature F, --top-p F, --top-k N, --min-p F, --repetition-penalty F,
  * --presence-penalty F, --frequency-penalty F, --seed N, --stop STR
  * (repeatable), --stop-token-ids ID[,ID...] (repeatable), --ignore-eos,
- * --logprobs N, --stream, --no-stream, --priority N. Ranges are the
- * server's to check (its message names the field); here only the syntax.
+ * --logprobs N, --stream, --no-stream, --priority N. Each sets its field's
+ * presence bit. Ranges are the server's to check (its message names the
+ * field); here only the syntax.
  */
-int rs_client_gen_parse(struct rs_client_gen_args *a, int argc, char **argv, int *i, char *err,
-                        size_t err_len);
-
-/* Help text for the request flags (static). */
-const char *rs_client_gen_help(void);
+extern const struct rs_opt rs_client_gen_opts[];
+#define RS_CLIENT_GEN_TITLE "request fields (ipc/PROTOCOL.md 3.1; absent = the server's default)"
 
 /* Connection settings from flags; strings borrow argv except the loaded keys. */
 struct rs_client_conn_args {
@@ -51,15 +48,13 @@ struct rs_client_conn_args {
 void rs_client_conn_args_init(struct rs_client_conn_args *a);
 
 /*
- * Parses the connection flag at argv[*i] (same returns as rs_client_gen_parse):
+ * The connection flags, a table over struct rs_client_conn_args:
  * --instance NAME, --rundir DIR, --tokenizerd ENDPOINT, --postprocd ENDPOINT,
  * --curve-secret FILE, --curve-server KEY|FILE, --curve-postprocd KEY|FILE,
  * --timeout MS (per request), --ack-timeout MS, --stall MS.
  */
-int rs_client_conn_parse(struct rs_client_conn_args *a, int argc, char **argv, int *i,
-                         char *err, size_t err_len);
-
-const char *rs_client_conn_help(void);
+extern const struct rs_opt rs_client_conn_opts[];
+#define RS_CLIENT_CONN_TITLE "connection"
 
 /*
  * Parses a comma-separated list of token ids (each 0..2^31-1) into a new

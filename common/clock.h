@@ -17,6 +17,12 @@ static inline uint64_t rs_clock_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A duration in nanoseconds as whole microseconds (what histograms and the wire carry). */
+static inline uint64_t rs_clock_ns_to_us(uint64_t ns)
+{
+    return ns / 1000u;
+}
+
 /* Monotonic time in milliseconds. */
 static inline uint64_t rs_clock_ms(void)
 {

@@ -16,6 +16,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "common/clock.h"
+
 #define RS_METRICS_BUCKETS 40
 #define RS_METRICS_COUNTERS 24
 #define RS_METRICS_HISTS 8
@@ -50,6 +52,12 @@ static inline void rs_hist_add(struct rs_hist *h, uint64_t us)
                                                              memory_order_relaxed,
                                                              memory_order_relaxed)) {
     }
+}
+
+/* Records one duration given in nanoseconds (histograms hold microseconds). */
+static inline void rs_hist_add_ns(struct rs_hist *h, uint64_t ns)
+{
+    rs_hist_add(h, rs_clock_ns_to_us(ns));
 }
 
 static inline void rs_counter_add(_Atomic uint64_t *c, uint64_t n)

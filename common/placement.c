@@ -38,14 +38,6 @@ void rs_place_opts_default(struct rs_place_opts *o)
     o->numa = -1;
 }
 
-const char *rs_place_options_help(void)
-{
-    return "  --cpus LIST              run on these CPUs (kernel numbers, e.g. 0-3,8);\n"
-           "                           default: launcherd the NUMA node of its GPU (all its\n"
-           "                           CPUs on a CPU host), other stages the CPUs left over\n"
-           "  --numa N                 run on NUMA node N's CPUs and bind memory there\n";
-}
-
 /* A CPU list: digits, ',' and '-' only, at least one digit. */
 static int list_syntax_ok(const char *v)
 {
@@ -59,36 +51,27 @@ static int list_syntax_ok(const char *v)
     return digits;
 }
 
-int rs_place_parse_option(struct rs_place_opts *o, int argc, char **argv, int *i, char *err,
-                          size_t err_len)
+static int parse_cpus(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
 {
-    const char *opt = argv[*i];
-    int is_cpus = strcmp(opt, "--cpus") == 0, is_numa = strcmp(opt, "--numa") == 0;
-    if (!is_cpus && !is_numa)
-        return 0;
-    if (*i + 1 >= argc) {
-        snprintf(err, err_len, "option %s needs a value", opt);
+    struct rs_place_opts *p = dst;
+    (void)o;
+    if (!list_syntax_ok(v) || strlen(v) >= sizeof(p->cpus)) {
+        snprintf(err, len, "option --cpus: '%.64s' is not a CPU list such as 0-3,8", v);
         return -1;
     }
-    const char *v = argv[++*i];
-    if (is_cpus) {
-        if (!list_syntax_ok(v) || strlen(v) >= sizeof(o->cpus)) {
-            snprintf(err, err_len, "option --cpus: '%.64s' is not a CPU list such as 0-3,8", v);
-            return -1;
-        }
-        snprintf(o->cpus, sizeof(o->cpus), "%s", v);
-        return 1;
-    }
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0 || n > 4095) {
-        snprintf(err, err_len, "option --numa: '%.64s' is not a node number in 0..4095", v);
-        return -1;
-    }
-    o->numa = (int)n;
-    return 1;
+    snprintf(p->cpus, sizeof(p->cpus), "%s", v);
+    return 0;
 }
+
+const struct rs_opt rs_place_opt_table[] = {
+    {.name = "cpus", .kind = RS_OPT_CALL, .parse = parse_cpus, .arg = "LIST",
+     .help = "run on these CPUs (kernel numbers, e.g. 0-3,8);\n"
+             "default: launcherd the NUMA node of its GPU (all its\n"
+             "CPUs on a CPU host), other stages the CPUs left over"},
+    {.name = "numa", .kind = RS_OPT_INT, .off = offsetof(struct rs_place_opts, numa), .min = 0,
+     .max = 4095, .arg = "N", .help = "run on NUMA node N's CPUs and bind memory there"},
+    {0},
+};
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -286,17 +269,50 @@ static void put(char *buf, size_t len, size_t *at, const char *fmt, ...)
         *at += (size_t)n < len - *at ? (size_t)n : len - *at - 1;
 }
 
-struct gpu_list {
-    char *buf;
-    size_t len, *at;
-    int n;
+/* for_each_gpu's visitor for GPU number `want`: its bus id and node. */
+struct gpu_pick {
+    int want, n, node;
+    char *busid;
+    size_t len;
 };
 
-static int list_gpu(const rs_place *p, const char *dev, void *arg)
+static int pick_gpu(const rs_place *p, const char *dev, void *arg)
 {
-    struct gpu_list *g = arg;
-    put(g->buf, g->len, g->at, "%s%s (node %d)", g->n++ ? ", " : ", GPUs ", dev, dev_node(p, dev));
-    return 0;
+    struct gpu_pick *g = arg;
+    if (g->n++ != g->want)
+        return 0;
+    if (g->busid != NULL)
+        snprintf(g->busid, g->len, "%s", dev);
+    g->node = dev_node(p, dev);
+    return 1;
+}
+
+int rs_place_n_gpus(const rs_place *p)
+{
+    struct gpu_pick g = {.want = -1};
+    for_each_gpu(p, pick_gpu, &g);
+    return g.n;
+}
+
+rs_err rs_place_gpu_at(const rs_place *p, int i, char *busid, size_t len, int *node)
+{
+    struct gpu_pick g = {.want = i, .busid = busid, .len = len};
+    for_each_gpu(p, pick_gpu, &g);
+    if (i < 0 || i >= g.n)
+        return RS_ERANGE;
+    *node = g.node;
+    return RS_OK;
+}
+
+rs_err rs_place_node_at(const rs_place *p, int i, int *os_index, char *cpus, size_t cpus_len)
+{
+    hwloc_obj_t n = i >= 0 ? hwloc_get_obj_by_type(p->topo, HWLOC_OBJ_NUMANODE, (unsigned)i)
+                           : NULL;
+    if (n == NULL)
+        return RS_ERANGE;
+    *os_index = (int)n->os_index;
+    hwloc_bitmap_list_snprintf(cpus, cpus_len, n->cpuset);
+    return RS_OK;
 }
 
 void rs_place_describe(const rs_place *p, char *buf, size_t len)
@@ -317,9 +333,10 @@ void rs_place_describe(const rs_place *p, char *buf, size_t len)
     put(buf, len, &at, "], %d cores, %d PUs, given cpus %s",
         hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE), hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU),
         list);
-    struct gpu_list g = {buf, len, &at, 0};
-    for_each_gpu(p, list_gpu, &g);
-    if (g.n == 0)
+    int n_gpus = rs_place_n_gpus(p), node;
+    for (int i = 0; i < n_gpus && rs_place_gpu_at(p, i, list, sizeof(list), &node) == RS_OK; i++)
+        put(buf, len, &at, "%s%s (node %d)", i ? ", " : ", GPUs ", list, node);
+    if (n_gpus == 0)
         put(buf, len, &at, ", no NVIDIA GPU");
 }
 
@@ -362,13 +379,15 @@ static rs_err plan_from_list(const rs_place *p, const char *list, hwloc_bitmap_t
     return RS_OK;
 }
 
-/* The default rule for role; writes set, *node and why. */
+/* The default rule for role; writes set, *node, *rule and why. */
 static void plan_by_role(const rs_place *p, enum rs_place_role role, int gpu_node,
-                         hwloc_bitmap_t set, int *node, char *why, size_t why_len)
+                         hwloc_bitmap_t set, int *node, enum rs_place_rule *rule, char *why,
+                         size_t why_len)
 {
     hwloc_obj_t g = gpu_node >= 0 ? node_obj(p, gpu_node) : NULL;
     hwloc_bitmap_copy(set, p->given);
     *node = -1;
+    *rule = RS_PLACE_NO_GPU;
     if (g == NULL) {
         snprintf(why, why_len, "%s",
                  role == RS_PLACE_LAUNCHER
@@ -380,10 +399,12 @@ static void plan_by_role(const rs_place *p, enum rs_place_role role, int gpu_nod
         hwloc_bitmap_and(set, p->given, g->cpuset);
         if (!hwloc_bitmap_iszero(set)) {
             *node = gpu_node;
+            *rule = RS_PLACE_GPU_NODE;
             snprintf(why, why_len, "the GPU's NUMA node %d", gpu_node);
             return;
         }
         hwloc_bitmap_copy(set, p->given);
+        *rule = RS_PLACE_GPU_NODE_EMPTY;
         snprintf(why, why_len, "the GPU's node %d has no CPU given to us: every CPU given",
                  gpu_node);
         return;
@@ -391,10 +412,12 @@ static void plan_by_role(const rs_place *p, enum rs_place_role role, int gpu_nod
     hwloc_bitmap_andnot(set, p->given, g->cpuset);
     if (hwloc_bitmap_iszero(set)) {
         hwloc_bitmap_copy(set, p->given);
+        *rule = RS_PLACE_SHARED;
         snprintf(why, why_len, "no CPU left beside the launcher's node %d: shared", gpu_node);
         return;
     }
     *node = node_covering(p, set);
+    *rule = RS_PLACE_LEFT_OVER;
     snprintf(why, why_len, "the CPUs the launcher's node %d leaves", gpu_node);
 }
 
@@ -413,10 +436,12 @@ rs_err rs_place_plan(const rs_place *p, enum rs_place_role role, const struct rs
     } else if (o->cpus[0] != '\0') {
         rc = plan_from_list(p, o->cpus, set, err, err_len);
         out->node = n != NULL ? o->numa : node_covering(p, set);
+        out->rule = RS_PLACE_BY_CPUS;
         snprintf(out->why, sizeof(out->why), "--cpus %.160s%s", o->cpus, n ? " and --numa" : "");
     } else if (n != NULL) {
         hwloc_bitmap_and(set, p->given, n->cpuset);
         out->node = o->numa;
+        out->rule = RS_PLACE_BY_NUMA;
         snprintf(out->why, sizeof(out->why), "--numa %d", o->numa);
         if (hwloc_bitmap_iszero(set)) {
             snprintf(err, err_len, "--numa %d: none of the node's CPUs is given to this process",
@@ -424,7 +449,8 @@ rs_err rs_place_plan(const rs_place *p, enum rs_place_role role, const struct rs
             rc = RS_EINVAL;
         }
     } else {
-        plan_by_role(p, role, gpu_node, set, &out->node, out->why, sizeof(out->why));
+        plan_by_role(p, role, gpu_node, set, &out->node, &out->rule, out->why,
+                     sizeof(out->why));
     }
     if (rc == RS_OK) {
         hwloc_bitmap_list_snprintf(out->cpus, sizeof(out->cpus), set);

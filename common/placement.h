@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/opt.h"
 
 /* The placement flags every daemon takes. */
 struct rs_place_opts {
@@ -26,16 +27,12 @@ struct rs_place_opts {
 void rs_place_opts_default(struct rs_place_opts *o);
 
 /*
- * Parses argv[*i] when it is --cpus or --numa (with its value, advancing
- * *i). Returns 1 when consumed, 0 when argv[*i] is another option, -1 after
- * writing why to err (missing or malformed value). Syntax only: whether the
- * CPUs and node exist is checked by rs_place_plan. Main thread.
+ * The two flags as an option table (common/opt.h) over struct
+ * rs_place_opts: --cpus LIST and --numa N. Syntax only: whether the CPUs
+ * and node exist is checked by rs_place_plan.
  */
-int rs_place_parse_option(struct rs_place_opts *o, int argc, char **argv, int *i, char *err,
-                          size_t err_len);
-
-/* Help lines for the two flags (static text). */
-const char *rs_place_options_help(void);
+extern const struct rs_opt rs_place_opt_table[];
+#define RS_PLACE_OPTS_TITLE "placement"
 
 /* Which rule picks a stage's CPUs when no flag is given. */
 enum rs_place_role {
@@ -72,6 +69,18 @@ void rs_place_describe(const rs_place *p, char *buf, size_t len);
 int rs_place_n_nodes(const rs_place *p);
 
 /*
+ * NUMA node i (0 <= i < rs_place_n_nodes, in topology order): its kernel
+ * number and its CPU list ("0-3", cpus_len bytes). RS_OK or RS_ERANGE.
+ */
+rs_err rs_place_node_at(const rs_place *p, int i, int *os_index, char *cpus, size_t cpus_len);
+
+/* NVIDIA GPUs in sysfs (vendor 0x10de, display class), in bus order. */
+int rs_place_n_gpus(const rs_place *p);
+
+/* GPU i of those: its bus id ("0000:17:00.0", len bytes) and NUMA node. RS_OK or RS_ERANGE. */
+rs_err rs_place_gpu_at(const rs_place *p, int i, char *busid, size_t len, int *node);
+
+/*
  * The NUMA node (kernel number) of the PCI device with bus id `busid`
  * ("0000:17:00.0"; upper-case hex as cudaDeviceGetPCIBusId writes it is
  * fine), from sysfs, or -1 when the device is unknown or the host has one node.
@@ -84,12 +93,24 @@ int rs_place_gpu_node(const rs_place *p);
 /* Tests: read PCI devices from dir (a fake /sys/bus/pci/devices) instead of sysfs. */
 void rs_place_set_pci_root(rs_place *p, const char *dir);
 
+/* Which rule or flag chose a plan (rs_place_plan.rule). */
+enum rs_place_rule {
+    RS_PLACE_BY_CPUS = 1,      /* --cpus (with --numa: that node for memory) */
+    RS_PLACE_BY_NUMA,          /* --numa: the node's CPUs given to us */
+    RS_PLACE_NO_GPU,           /* no GPU node: every CPU given, to every stage */
+    RS_PLACE_GPU_NODE,         /* launcher: the CPUs of its GPU's node */
+    RS_PLACE_GPU_NODE_EMPTY,   /* launcher: its GPU's node has no CPU given: every CPU */
+    RS_PLACE_LEFT_OVER,        /* other stages: the CPUs the launcher's node leaves */
+    RS_PLACE_SHARED,           /* other stages: nothing left beside the launcher: shared */
+};
+
 /* A stage's placement. */
 struct rs_place_plan {
     char cpus[256]; /* CPU list (kernel numbers) the stage runs on */
     int n_cpus;
     int node;      /* NUMA node its memory binds to; -1 = no binding (one node, or spread) */
-    char why[192]; /* which rule or flag chose it, for the log */
+    enum rs_place_rule rule; /* what chose it */
+    char why[192]; /* the same for the log, in words */
 };
 
 /*

@@ -56,7 +56,7 @@ static int start(struct gw *g, char *rundir, size_t cap)
     if (g->o.rundir[0] != '\0')
         snprintf(rundir, cap, "%s", g->o.rundir);
     else
-        rs_pipe_default_rundir(g->o.instance, rundir, cap);
+        rs_rundir_default(g->o.instance, rundir, cap);
     if (rs_rundir_prepare(rundir, g->o.group[0] != '\0' ? g->o.group : NULL) != RS_OK ||
         gw_idem_init(g, rundir) != RS_OK || open_client(g, rundir) != RS_OK)
         return 1;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "gatewayd/gw.h"
+#include "ipc/pipeline_metrics.h"
 
 enum kind { COUNTER, GAUGE, HIST };
 

@@ -26,7 +26,7 @@ static uint64_t data_off(uint64_t n)
     return shm_align(words_off() + n * sizeof(uint64_t), SHM_PAGE);
 }
 
-uint64_t arena_memsize(const struct shm_region_dir *d, char *why, size_t len)
+static uint64_t arena_memsize(const struct shm_region_dir *d, char *why, size_t len)
 {
     if (d->count == 0 || d->count > ARENA_MAX_CHUNKS || d->elem_bytes == 0 ||
         d->elem_bytes > ARENA_MAX_CHUNK_TOKENS || d->flags != 0) {
@@ -37,8 +37,10 @@ uint64_t arena_memsize(const struct shm_region_dir *d, char *why, size_t len)
     return data_off(d->count) + d->count * d->elem_bytes * sizeof(int32_t);
 }
 
-void arena_init(void *mem, const struct shm_region_dir *d)
+static void arena_init(void *mem, const struct shm_region_dir *d,
+                       const struct rs_shm_region_spec *spec)
 {
+    (void)spec;
     struct arena_hdr *h = mem;
     h->tag = RS_SHM_ARENA;
     h->n_chunks = (uint32_t)d->count;
@@ -47,14 +49,21 @@ void arena_init(void *mem, const struct shm_region_dir *d)
     h->data_off = data_off(d->count); /* chunk words start at 0 = FREE (fallocate zeroes) */
 }
 
-rs_err arena_validate(const void *mem, const struct shm_region_dir *d, char *why, size_t len)
+static rs_err arena_validate(const void *mem, const struct shm_region_dir *d, uint32_t n_roles,
+                             char *why, size_t len)
 {
+    (void)n_roles;
     const struct arena_hdr *h = mem;
     if (h->tag != RS_SHM_ARENA || h->n_chunks != d->count || h->chunk_tokens != d->elem_bytes ||
         h->words_off != words_off() || h->data_off != data_off(d->count))
         return shm_why(why, len, "arena '%s': its header disagrees with the directory", d->name);
     return RS_OK;
 }
+
+const struct shm_kind shm_kind_arena = {
+    .name = "arena", .count_name = "chunks", .elem_name = "tokens per chunk",
+    .memsize = arena_memsize, .init = arena_init, .validate = arena_validate,
+};
 
 uint64_t rs_arena_list_bytes(uint64_t max_tokens, uint64_t chunk_tokens)
 {

@@ -3,7 +3,8 @@
  * Opening a pipeline instance: the region layout computed from the
  * configuration, open-or-create of the segment, publishing and checking the
  * configuration, starting the stage's role and recovering the structures it
- * touches. See pipeline.h for the record formats.
+ * touches. The records each region holds have their own headers (pipeline.h
+ * lists them).
  */
 #include "ipc/pipeline.h"
 
@@ -19,8 +20,12 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "ipc/role_impl.h"
-#include "ipc/shm_impl.h"
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_logprob.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 
 #define CFG_UNSET 0u
 #define CFG_WRITING 1u
@@ -89,8 +94,7 @@ static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N
         .flags = RS_RING_CRC, .producer = RS_PIPE_SCHEDULERD, .consumer = RS_PIPE_LAUNCHERD};
     s[5] = (struct rs_shm_region_spec){
         .name = "results", .kind = RS_SHM_RING, .count = c->batch_slots,
-        .elem_bytes = sizeof(struct rs_pipe_result) +
-                      (uint64_t)c->max_seqs * sizeof(struct rs_pipe_result_row),
+        .elem_bytes = rs_pipe_result_bytes(c->max_seqs),
         .flags = RS_RING_CRC, .producer = RS_PIPE_LAUNCHERD, .consumer = RS_PIPE_SCHEDULERD};
     s[6] = (struct rs_shm_region_spec){.name = "kv_tables", .kind = RS_SHM_RAW,
                                        .bytes = (uint64_t)c->max_seqs * kvrow_bytes(c)};
@@ -110,19 +114,10 @@ static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N
  */
 static int segment_unformatted(const char *name, int *absent)
 {
-    char path[320];
-    snprintf(path, sizeof(path), "/dev/shm%s", name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    *absent = fd < 0 && errno == ENOENT;
-    if (fd < 0)
-        return 0;
-    struct stat st;
-    uint64_t magic = 1;
-    int young = fstat(fd, &st) == 0 &&
-                (st.st_size < (off_t)SHM_HDR_BYTES ||
-                 (pread(fd, &magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) && magic == 0));
-    close(fd);
-    return young;
+    struct rs_shm_info info;
+    rs_err rc = rs_shm_peek(name, &info);
+    *absent = rc == RS_ENOENT;
+    return rc == RS_EAGAIN;
 }
 
 /* Attaches, or creates when absent; a segment from an earlier boot is replaced. */
@@ -358,11 +353,9 @@ void rs_pipe_close(struct rs_pipe **pp)
 uint32_t rs_pipe_stage_inc(const struct rs_pipe *p, enum rs_pipe_stage stage)
 {
     /* The roles region lists the stages first, in enum order (role_names). */
-    if (p == NULL || p->shm == NULL || (unsigned)stage >= p->shm->n_roles)
+    if (p == NULL || (unsigned)stage >= RS_PIPE_N_STAGES)
         return 0;
-    uint64_t w = atomic_load_explicit(&roles_rec(p->shm->roles, (uint32_t)stage)->word,
-                                      memory_order_acquire);
-    return rs_sw_owner(w);
+    return rs_role_current_inc(p->shm, (uint32_t)stage);
 }
 
 rs_err rs_pipe_unlink(const char *instance)

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Validation of batch and result records before use (they are another
- * process's output, possibly from a bug or a fenced incarnation), plus the
- * small lookups every stage shares: stop strings of a record, stage and
- * metric names.
+ * Validation of batch and result records before use (pipeline_batch.h,
+ * pipeline_result.h): they are another process's output, possibly from a
+ * bug or a fenced incarnation.
  */
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_result.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -85,8 +85,7 @@ rs_err rs_pipe_result_check(const struct rs_pipe *p, const void *data, uint32_t 
     const struct rs_pipe_result *r = data;
     if (len < sizeof(*r))
         return bad(err, err_len, "result record shorter than its header", len, sizeof(*r));
-    if (r->n_rows > p->cfg.max_seqs ||
-        len != sizeof(*r) + (uint64_t)r->n_rows * sizeof(struct rs_pipe_result_row))
+    if (r->n_rows > p->cfg.max_seqs || len != rs_pipe_result_bytes(r->n_rows))
         return bad(err, err_len, "result: row count does not match its length", r->n_rows, len);
     if (r->status > RS_PIPE_RESULT_ERROR)
         return bad(err, err_len, "result: unknown status", r->status, RS_PIPE_RESULT_ERROR);
@@ -106,48 +105,4 @@ rs_err rs_pipe_result_check(const struct rs_pipe *p, const void *data, uint32_t 
                        p->cfg.n_ctx);
     }
     return RS_OK;
-}
-
-size_t rs_pipe_req_stops(const struct rs_pipe_req *r, const char **ptrs, size_t *lens)
-{
-    size_t n = r->n_stop <= RS_WIRE_STOP_MAX ? r->n_stop : RS_WIRE_STOP_MAX;
-    for (size_t i = 0; i < n; i++) {
-        ptrs[i] = r->stop[i];
-        lens[i] = r->stop_len[i] <= RS_WIRE_STOP_LEN_MAX ? r->stop_len[i] : RS_WIRE_STOP_LEN_MAX;
-    }
-    return n;
-}
-
-const char *rs_pipe_stage_name(enum rs_pipe_stage stage)
-{
-    static const char *names[] = {RS_PIPE_TOKENIZERD, RS_PIPE_SCHEDULERD, RS_PIPE_LAUNCHERD,
-                                  RS_PIPE_POSTPROCD};
-    return (unsigned)stage < RS_PIPE_N_STAGES ? names[stage] : "?";
-}
-
-static const char *const counter_names[RS_PIPE_N_STAGES][RS_METRICS_COUNTERS] = {
-    {"requests_received", "requests_accepted", "requests_rejected", "requests_overloaded",
-     "duplicates", "cancels", "prompt_tokens"},
-    {"steps", "prefill_tokens", "decode_tokens", "preemptions", "prefix_query_tokens",
-     "prefix_hit_tokens", "finished", "kv_blocks_used", "kv_blocks_free", "kv_blocks_cached",
-     "waiting", "running", "launcher_resets", "plan_ns_last", "applied_ns_last"},
-    {"steps", "tokens", "sampled", "kv_lost_batches", "rejected_batches", "seq_errors",
-     "redone_tokens", "finished"},
-    {"deltas", "finals", "stop_string_hits", "send_failures", "clients_gone", "replays"},
-};
-
-static const char *const hist_names[RS_PIPE_N_STAGES][RS_METRICS_HISTS] = {
-    {"tokenize_us", "intake_us"},
-    {"plan_us", "queue_wait_us", "step_us"},
-    {"forward_us", "pickup_us", "sample_us", "step_us"},
-    {"detokenize_us", "ttft_us", "tpot_us", "e2e_us"},
-};
-
-const char *rs_pipe_metric_name(enum rs_pipe_stage stage, int hist, unsigned i)
-{
-    if ((unsigned)stage >= RS_PIPE_N_STAGES)
-        return NULL;
-    if (hist)
-        return i < RS_METRICS_HISTS ? hist_names[stage][i] : NULL;
-    return i < RS_METRICS_COUNTERS ? counter_names[stage][i] : NULL;
 }

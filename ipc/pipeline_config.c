@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The pipeline configuration: defaults, the shared command-line options all
- * four daemons accept, and completion from the model file. Every daemon of
- * an instance must end with the same struct (rs_pipe_open compares it).
+ * The pipeline configuration: defaults, the option table every daemon (and
+ * any tool or bench that opens an instance) takes, and completion from the
+ * model file's facts. Every daemon of an instance must end with the same
+ * struct (rs_pipe_open compares it).
  */
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/gguf.h"
+#include "ipc/shm.h"
+
+
+const char *rs_pipe_stage_name(enum rs_pipe_stage stage)
+{
+    static const char *names[] = {RS_PIPE_TOKENIZERD, RS_PIPE_SCHEDULERD, RS_PIPE_LAUNCHERD,
+                                  RS_PIPE_POSTPROCD};
+    return (unsigned)stage < RS_PIPE_N_STAGES ? names[stage] : "?";
+}
 
 void rs_pipe_config_default(struct rs_pipe_config *c)
 {
@@ -31,152 +41,58 @@ void rs_pipe_config_default(struct rs_pipe_config *c)
     c->priority_policy = 0;
 }
 
-const char *rs_pipe_options_help(void)
+void rs_pipe_args_init(struct rs_pipe_args *a)
 {
-    return "pipeline options (identical for all four daemons of an instance):\n"
-           "  --instance NAME          segment /ringserve-NAME (default: default)\n"
-           "  --model PATH             the GGUF model (required)\n"
-           "  --ctx N                  tokens per request, prompt + output (default: the model's)\n"
-           "  --block-size N           tokens per KV block (default 16)\n"
-           "  --kv-blocks N            KV blocks in the pool (default 1024)\n"
-           "  --max-requests N         requests in flight, queued or running (default 1024)\n"
-           "  --max-seqs N             sequences per step (default 32)\n"
-           "  --max-batched-tokens N   tokens per step (default 1024)\n"
-           "  --no-prefix-caching      do not reuse KV blocks across requests\n"
-           "  --policy fcfs|priority   admission order (default fcfs)\n"
-           "  --rundir DIR             ipc:// socket directory (default: see README)\n";
+    memset(a, 0, sizeof(*a));
+    rs_pipe_config_default(&a->cfg);
 }
 
-static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+static int parse_instance(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > max)
-        return 0;
-    *out = (uint32_t)v;
-    return 1;
-}
-
-struct u32_opt {
-    const char *name;
-    size_t off;
-    uint32_t min, max;
-};
-
-static const struct u32_opt u32_opts[] = {
-    {"--ctx", offsetof(struct rs_pipe_config, n_ctx), 2, 1u << 20},
-    {"--block-size", offsetof(struct rs_pipe_config, block_size), 1, 1024},
-    {"--kv-blocks", offsetof(struct rs_pipe_config, n_kv_blocks), 1, 1u << 22},
-    {"--max-requests", offsetof(struct rs_pipe_config, max_requests), 1, 1u << 20},
-    {"--max-seqs", offsetof(struct rs_pipe_config, max_seqs), 1, 4096},
-    {"--max-batched-tokens", offsetof(struct rs_pipe_config, max_batched_tokens), 1, 1u << 20},
-};
-
-int rs_pipe_parse_option(struct rs_pipe_config *c, char *rundir, size_t rundir_len, int argc,
-                         char **argv, int *i, char *err, size_t err_len)
-{
-    const char *opt = argv[*i];
-    if (strcmp(opt, "--no-prefix-caching") == 0) {
-        c->prefix_caching = 0;
-        return 1;
-    }
-    int known = strcmp(opt, "--instance") == 0 || strcmp(opt, "--model") == 0 ||
-                strcmp(opt, "--policy") == 0 || strcmp(opt, "--rundir") == 0;
-    for (size_t k = 0; k < sizeof(u32_opts) / sizeof(u32_opts[0]); k++)
-        known |= strcmp(opt, u32_opts[k].name) == 0;
-    if (!known)
-        return 0;
-    if (*i + 1 >= argc) {
-        snprintf(err, err_len, "option %s needs a value", opt);
+    struct rs_pipe_args *a = dst;
+    char probe[300];
+    (void)o;
+    if (strlen(v) >= sizeof(a->cfg.instance) || rs_shm_name(v, probe, sizeof(probe)) != RS_OK) {
+        snprintf(err, len, "option --instance: '%.80s' must be 1..63 of [A-Za-z0-9._-]", v);
         return -1;
     }
-    const char *val = argv[++*i];
-    for (size_t k = 0; k < sizeof(u32_opts) / sizeof(u32_opts[0]); k++)
-        if (strcmp(opt, u32_opts[k].name) == 0) {
-            uint32_t *field = (uint32_t *)((char *)c + u32_opts[k].off);
-            if (!parse_u32(val, u32_opts[k].min, u32_opts[k].max, field)) {
-                snprintf(err, err_len, "option %s: '%s' is not an integer in %u..%u", opt, val,
-                         u32_opts[k].min, u32_opts[k].max);
-                return -1;
-            }
-            return 1;
-        }
-    size_t len = strlen(val);
-    if (strcmp(opt, "--instance") == 0) {
-        char probe[300];
-        if (len >= sizeof(c->instance) || rs_shm_name(val, probe, sizeof(probe)) != RS_OK) {
-            snprintf(err, err_len, "option --instance: '%s' must be 1..63 of [A-Za-z0-9._-]", val);
-            return -1;
-        }
-        memcpy(c->instance, val, len + 1);
-    } else if (strcmp(opt, "--model") == 0) {
-        if (len == 0 || len >= sizeof(c->model_path)) {
-            snprintf(err, err_len, "option --model: path empty or longer than %zu bytes",
-                     sizeof(c->model_path) - 1);
-            return -1;
-        }
-        memcpy(c->model_path, val, len + 1);
-    } else if (strcmp(opt, "--policy") == 0) {
-        if (strcmp(val, "fcfs") != 0 && strcmp(val, "priority") != 0) {
-            snprintf(err, err_len, "option --policy: '%s' is neither fcfs nor priority", val);
-            return -1;
-        }
-        c->priority_policy = strcmp(val, "priority") == 0;
-    } else {
-        if (len == 0 || len >= rundir_len) {
-            snprintf(err, err_len, "option --rundir: path empty or too long");
-            return -1;
-        }
-        memcpy(rundir, val, len + 1);
-    }
-    return 1;
+    snprintf(a->cfg.instance, sizeof(a->cfg.instance), "%s", v);
+    return 0;
 }
 
-void rs_pipe_default_rundir(const char *instance, char *out, size_t cap)
-{
-    const char *env = getenv("RINGSERVE_RUNDIR");
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    if (env != NULL && env[0] != '\0')
-        snprintf(out, cap, "%s", env);
-    else if (xdg != NULL && xdg[0] == '/')
-        snprintf(out, cap, "%s/ringserve-%s", xdg, instance);
-    else
-        snprintf(out, cap, "/tmp/ringserve-%u-%s", (unsigned)getuid(), instance);
-}
+static const char *const policies[] = {"fcfs", "priority", NULL};
 
-/* Reads n_vocab and the trained context length from the model's metadata. */
-static rs_err read_model_facts(const char *path, uint32_t *n_vocab, uint32_t *ctx, char *err,
-                               size_t err_len)
-{
-    rs_gguf *g;
-    rs_err rc = rs_gguf_open(path, &g, err, err_len);
-    if (rc != RS_OK)
-        return rc;
-    struct rs_gguf_str arch;
-    char key[160];
-    enum rs_gguf_type et;
-    uint64_t n = 0;
-    *ctx = 0;
-    if (rs_gguf_get_str(g, "general.architecture", &arch) == RS_OK && arch.len < 64) {
-        snprintf(key, sizeof(key), "%.*s.context_length", (int)arch.len, arch.ptr);
-        if (rs_gguf_get_u32(g, key, ctx) != RS_OK)
-            *ctx = 0;
-    }
-    if (rs_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n) != RS_OK || n == 0 ||
-        n > INT32_MAX) {
-        snprintf(err, err_len, "%s: no tokenizer.ggml.tokens vocabulary", path);
-        rs_gguf_close(&g);
-        return RS_EINVAL;
-    }
-    *n_vocab = (uint32_t)n;
-    rs_gguf_close(&g);
-    if (*ctx == 0) {
-        snprintf(err, err_len, "%s: no <arch>.context_length in the metadata; pass --ctx", path);
-        return RS_EINVAL;
-    }
-    return RS_OK;
-}
+#define CFG(f) offsetof(struct rs_pipe_args, cfg.f)
+#define CFG_U32(nm, f, lo, hi, h)                                                                  \
+    {.name = nm, .kind = RS_OPT_U32, .off = CFG(f), .min = lo, .max = hi, .arg = "N", .help = h}
+
+const struct rs_opt rs_pipe_opts[] = {
+    {.name = "instance", .kind = RS_OPT_CALL, .parse = parse_instance, .arg = "NAME",
+     .help = "segment /ringserve-NAME (default: default)"},
+    {.name = "model", .kind = RS_OPT_STR, .off = CFG(model_path),
+     .size = sizeof(((struct rs_pipe_config *)0)->model_path), .arg = "PATH",
+     .help = "the GGUF model (required)"},
+    CFG_U32("ctx", n_ctx, 2, 1u << 20,
+            "tokens per request, prompt + output (default: the model's)"),
+    CFG_U32("block-size", block_size, 1, 1024, "tokens per KV block (default 16)"),
+    CFG_U32("kv-blocks", n_kv_blocks, 1, 1u << 22, "KV blocks in the pool (default 1024)"),
+    CFG_U32("max-requests", max_requests, 1, 1u << 20,
+            "requests in flight, queued or running (default 1024)"),
+    CFG_U32("max-seqs", max_seqs, 1, 4096, "sequences per step (default 32)"),
+    CFG_U32("max-batched-tokens", max_batched_tokens, 1, 1u << 20,
+            "tokens per step (default 1024)"),
+    {.name = "no-prefix-caching", .kind = RS_OPT_FLAG32, .off = CFG(prefix_caching), .val = 0,
+     .help = "do not reuse KV blocks across requests"},
+    {.name = "policy", .kind = RS_OPT_CHOICE, .off = CFG(priority_policy), .choices = policies,
+     .arg = "fcfs|priority", .help = "admission order (default fcfs)"},
+    {.name = "rundir", .kind = RS_OPT_STR, .off = offsetof(struct rs_pipe_args, rundir),
+     .size = sizeof(((struct rs_pipe_args *)0)->rundir), .arg = "DIR",
+     .help = "ipc:// socket directory (default: $RINGSERVE_RUNDIR, else\n"
+             "$XDG_RUNTIME_DIR/ringserve-NAME, else /tmp/ringserve-UID-NAME)"},
+    {0},
+};
+
+_Static_assert(sizeof(uint32_t) == sizeof(int), "--policy stores its index into a uint32_t");
 
 static rs_err check_sizes(struct rs_pipe_config *c, char *err, size_t err_len)
 {
@@ -205,33 +121,31 @@ static rs_err check_sizes(struct rs_pipe_config *c, char *err, size_t err_len)
     return RS_OK;
 }
 
-rs_err rs_pipe_config_resolve(struct rs_pipe_config *c, char *err, size_t err_len)
+rs_err rs_pipe_config_resolve(struct rs_pipe_config *c, const struct rs_gguf_facts *m, char *err,
+                              size_t err_len)
 {
-    if (c->model_path[0] == '\0') {
-        snprintf(err, err_len, "no model: pass --model PATH");
+    if (m->path[0] == '\0' || strlen(m->path) >= sizeof(c->model_path)) {
+        snprintf(err, err_len, "model path empty or longer than %zu bytes",
+                 sizeof(c->model_path) - 1);
         return RS_EINVAL;
     }
-    char abs[PATH_MAX];
-    struct stat st;
-    if (realpath(c->model_path, abs) == NULL || stat(abs, &st) != 0) {
-        snprintf(err, err_len, "model %s: %s", c->model_path, strerror(errno));
-        return RS_EIO;
-    }
-    if (strlen(abs) >= sizeof(c->model_path)) {
-        snprintf(err, err_len, "model path %s is too long", abs);
+    if (m->n_vocab == 0 || m->n_vocab > INT32_MAX) {
+        snprintf(err, err_len, "%s: vocabulary size %u not in 1..2^31-1", m->path, m->n_vocab);
         return RS_EINVAL;
     }
-    snprintf(c->model_path, sizeof(c->model_path), "%s", abs);
-    c->model_bytes = (uint64_t)st.st_size;
-    uint32_t model_ctx;
-    rs_err rc = read_model_facts(c->model_path, &c->n_vocab, &model_ctx, err, err_len);
-    if (rc != RS_OK)
-        return rc;
+    snprintf(c->model_path, sizeof(c->model_path), "%s", m->path);
+    c->model_bytes = m->bytes;
+    c->n_vocab = m->n_vocab;
+    if (c->n_ctx == 0 && m->n_ctx_train == 0) {
+        snprintf(err, err_len, "%s: no <arch>.context_length in the metadata; pass --ctx",
+                 m->path);
+        return RS_EINVAL;
+    }
     if (c->n_ctx == 0)
-        c->n_ctx = model_ctx;
-    if (c->n_ctx > model_ctx) {
+        c->n_ctx = m->n_ctx_train;
+    if (m->n_ctx_train != 0 && c->n_ctx > m->n_ctx_train) {
         snprintf(err, err_len, "--ctx %u exceeds the model's context length %u", c->n_ctx,
-                 model_ctx);
+                 m->n_ctx_train);
         return RS_EINVAL;
     }
     return check_sizes(c, err, err_len);

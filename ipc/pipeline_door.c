@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/pipeline_config.h"
 #include "ipc/rundir.h"
 
 int rs_pipe_door_has_inbox(enum rs_pipe_stage stage)

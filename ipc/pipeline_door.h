@@ -12,7 +12,7 @@
 #ifndef RS_PIPELINE_DOOR_H
 #define RS_PIPELINE_DOOR_H
 
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_config.h"
 #include "ipc/wire_door.h"
 #include "ipc/zsock.h"
 

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Client endpoints of tokenizerd and postprocd (pipeline_front.h): option
- * parsing shared by both, the tcp-needs-CURVE rule, and binding the ipc and
+ * Client endpoints of tokenizerd and postprocd (pipeline_front.h): the
+ * option table shared by both, the tcp-needs-CURVE rule, and binding the ipc and
  * tcp ROUTERs. One place, so both frontends always apply the same access
  * policy.
  */
 #include "ipc/pipeline_front.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,56 +19,20 @@ void rs_pipe_front_opts_init(struct rs_pipe_front_opts *o)
     memset(o, 0, sizeof(*o));
 }
 
-const char *rs_pipe_front_options_help(void)
-{
-    return "client access options (give tokenizerd and postprocd the same ones):\n"
-           "  --group NAME             runtime directory 0750 owned by group NAME (default:\n"
-           "                           0700, the service user only); sockets are 0660\n"
-           "  --listen tcp://HOST:PORT also serve remote clients there (off by default);\n"
-           "                           requires --curve-secret and --curve-allow\n"
-           "  --curve-secret FILE      this server's CURVE key pair (ringserve-keygen; mode 0600)\n"
-           "  --curve-allow FILE       client public keys allowed over tcp, one per line\n";
-}
+#define FRONT_STR(nm, field, a, h)                                                               \
+    {.name = nm, .kind = RS_OPT_STR, .off = offsetof(struct rs_pipe_front_opts, field),          \
+     .size = sizeof(((struct rs_pipe_front_opts *)0)->field), .arg = a, .help = h}
 
-static int copy_value(char *dst, size_t cap, const char *opt, const char *val, char *err,
-                      size_t err_len)
-{
-    size_t len = strlen(val);
-    if (len == 0 || len >= cap) {
-        snprintf(err, err_len, "option %s: value empty or longer than %zu bytes", opt, cap - 1);
-        return -1;
-    }
-    memcpy(dst, val, len + 1);
-    return 1;
-}
-
-int rs_pipe_front_parse_option(struct rs_pipe_front_opts *o, int argc, char **argv, int *i,
-                               char *err, size_t err_len)
-{
-    const char *opt = argv[*i];
-    char *dst;
-    size_t cap;
-    if (strcmp(opt, "--group") == 0) {
-        dst = o->group;
-        cap = sizeof(o->group);
-    } else if (strcmp(opt, "--listen") == 0) {
-        dst = o->listen;
-        cap = sizeof(o->listen);
-    } else if (strcmp(opt, "--curve-secret") == 0) {
-        dst = o->curve_secret;
-        cap = sizeof(o->curve_secret);
-    } else if (strcmp(opt, "--curve-allow") == 0) {
-        dst = o->curve_allow;
-        cap = sizeof(o->curve_allow);
-    } else {
-        return 0;
-    }
-    if (*i + 1 >= argc) {
-        snprintf(err, err_len, "option %s needs a value", opt);
-        return -1;
-    }
-    return copy_value(dst, cap, opt, argv[++*i], err, err_len);
-}
+const struct rs_opt rs_pipe_front_opt_table[] = {
+    FRONT_STR("listen", listen, "tcp://HOST:PORT",
+              "also serve remote clients there (off by default);\n"
+              "requires --curve-secret and --curve-allow"),
+    FRONT_STR("curve-secret", curve_secret, "FILE",
+              "this server's CURVE key pair (ringserve-keygen; mode 0600)"),
+    FRONT_STR("curve-allow", curve_allow, "FILE",
+              "client public keys allowed over tcp, one per line"),
+    {0},
+};
 
 rs_err rs_pipe_front_check(const struct rs_pipe_front_opts *o, char *err, size_t err_len)
 {
@@ -156,4 +121,16 @@ void rs_pipe_front_close(struct rs_pipe_front *f)
     rs_zsock_destroy(&f->tcp);
     rs_zsock_destroy(&f->ipc);
     rs_zauth_destroy(&f->zauth);
+}
+
+int rs_pipe_front_poll_items(const struct rs_pipe_front *f, zmq_pollitem_t *items,
+                             rs_zsock **socks)
+{
+    int n = 0;
+    socks[n++] = f->ipc;
+    if (f->tcp != NULL)
+        socks[n++] = f->tcp;
+    for (int i = 0; i < n; i++)
+        items[i] = (zmq_pollitem_t){.socket = rs_zsock_handle(socks[i]), .events = ZMQ_POLLIN};
+    return n;
 }

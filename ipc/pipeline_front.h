@@ -12,17 +12,19 @@
 #define RS_PIPELINE_FRONT_H
 
 #include <stddef.h>
+#include <zmq.h>
 
 #include "common/err.h"
+#include "common/opt.h"
 #include "ipc/zauth.h"
 #include "ipc/zcert.h"
 #include "ipc/zsock.h"
 
 #define RS_PIPE_FRONT_PATH_MAX 512
 
-/* The frontend options (`--group`, `--listen`, `--curve-secret`, `--curve-allow`). */
+/* The frontend options (`--listen`, `--curve-secret`, `--curve-allow`; --group is every
+ * stage's, ipc/stage.h). */
 struct rs_pipe_front_opts {
-    char group[64];                             /* rundir group; "" = owner only (0700) */
     char listen[RS_ZSOCK_ENDPOINT_MAX];         /* tcp://HOST:PORT; "" = no remote clients */
     char curve_secret[RS_PIPE_FRONT_PATH_MAX];  /* this server's key pair file (0600) */
     char curve_allow[RS_PIPE_FRONT_PATH_MAX];   /* allowlist of client public keys */
@@ -39,13 +41,10 @@ struct rs_pipe_front {
 /* Empty options (ipc only, owner-only rundir). Any thread. */
 void rs_pipe_front_opts_init(struct rs_pipe_front_opts *o);
 
-/*
- * Parses one frontend option at argv[*i] (as rs_pipe_parse_option does):
- * returns 1 and advances *i past its value when it is one, 0 when it is not,
- * -1 after writing a message naming the problem to err. main only.
- */
-int rs_pipe_front_parse_option(struct rs_pipe_front_opts *o, int argc, char **argv, int *i,
-                               char *err, size_t err_len);
+/* The frontend options as a table (common/opt.h) over struct rs_pipe_front_opts. */
+extern const struct rs_opt rs_pipe_front_opt_table[];
+#define RS_PIPE_FRONT_OPTS_TITLE                                                                 \
+    "client access options (give tokenizerd and postprocd the same ones)"
 
 /*
  * Cross-option rules, after every option was parsed: --listen needs a
@@ -54,9 +53,6 @@ int rs_pipe_front_parse_option(struct rs_pipe_front_opts *o, int argc, char **ar
  * with err naming the rule. main only.
  */
 rs_err rs_pipe_front_check(const struct rs_pipe_front_opts *o, char *err, size_t err_len);
-
-/* Help text for the frontend options (static). */
-const char *rs_pipe_front_options_help(void);
 
 /*
  * Binds the ROUTER(s): ipc://<rundir>/<name>.sock (rundir must be prepared:
@@ -71,6 +67,14 @@ rs_err rs_pipe_front_open(struct rs_pipe_front *f, void *zctx, const char *rundi
 
 /* Closes the sockets and stops the ZAP handler; safe on a zeroed or partly opened f. */
 void rs_pipe_front_close(struct rs_pipe_front *f);
+
+/*
+ * Fills items[0..n) for zmq_poll (ZMQ_POLLIN) and socks[0..n) with the open
+ * client sockets, ipc first, then tcp when it is on; returns n (1 or 2).
+ * items and socks need 2 entries. The calling thread (the sockets' owner).
+ */
+int rs_pipe_front_poll_items(const struct rs_pipe_front *f, zmq_pollitem_t *items,
+                             rs_zsock **socks);
 
 /* The socket for a client of that transport (tcp: 1), or NULL when it is not open. */
 static inline rs_zsock *rs_pipe_front_sock(const struct rs_pipe_front *f, int tcp)

@@ -3,14 +3,15 @@
  * Per-token logprobs of requests that ask for them: launcherd stores one
  * fixed-size entry per output token in the request's logprob list (a second
  * arena list in the record, region "logprobs"), postprocd reads it back for
- * the delta. The layout and the ordering rules are in pipeline.h
- * ("logprobs"). Leaves out: computing the values (the sampler) and their
+ * the delta. The layout and the ordering rules are in pipeline_logprob.h.
+ * Leaves out: computing the values (the sampler) and their
  * wire encoding (wire_server.c).
  */
 #include <string.h>
 
 #include "common/log.h"
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_logprob.h"
+#include "ipc/pipeline_req.h"
 
 _Static_assert(RS_PIPE_LP_MAX_TOP == RS_WIRE_LOGPROBS_MAX,
                "a logprob entry must fit the wire's alternatives");

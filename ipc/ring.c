@@ -27,7 +27,7 @@ static uint64_t ring_payload_off(uint64_t n)
     return shm_align(sizeof(struct ring_hdr) + n * sizeof(struct ring_slot), SHM_PAGE);
 }
 
-uint64_t ring_memsize(const struct shm_region_dir *d, char *why, size_t len)
+static uint64_t ring_memsize(const struct shm_region_dir *d, char *why, size_t len)
 {
     if (d->count < 2 || d->count > RING_MAX_SLOTS || (d->count & (d->count - 1)) != 0) {
         shm_why(why, len, "ring '%s': %llu slots is not a power of two in 2..2^20", d->name,
@@ -42,8 +42,10 @@ uint64_t ring_memsize(const struct shm_region_dir *d, char *why, size_t len)
     return ring_payload_off(d->count) + d->count * ring_stride(d->elem_bytes);
 }
 
-void ring_init(void *mem, const struct shm_region_dir *d)
+static void ring_init(void *mem, const struct shm_region_dir *d,
+                      const struct rs_shm_region_spec *spec)
 {
+    (void)spec;
     struct ring_hdr *h = mem;
     h->tag = RS_SHM_RING;
     h->n_slots = (uint32_t)d->count;
@@ -67,8 +69,8 @@ void ring_init(void *mem, const struct shm_region_dir *d)
     }
 }
 
-rs_err ring_validate(const void *mem, const struct shm_region_dir *d, uint32_t n_roles, char *why,
-                     size_t len)
+static rs_err ring_validate(const void *mem, const struct shm_region_dir *d, uint32_t n_roles,
+                            char *why, size_t len)
 {
     const struct ring_hdr *h = mem;
     if (h->tag != RS_SHM_RING || h->n_slots != d->count || h->slot_bytes != d->elem_bytes ||
@@ -81,6 +83,11 @@ rs_err ring_validate(const void *mem, const struct shm_region_dir *d, uint32_t n
                        d->name, d->prod_role, d->cons_role, n_roles);
     return RS_OK;
 }
+
+const struct shm_kind shm_kind_ring = {
+    .name = "ring", .count_name = "slots", .elem_name = "slot bytes",
+    .memsize = ring_memsize, .init = ring_init, .validate = ring_validate,
+};
 
 const char *rs_ring_state_name(unsigned state)
 {

@@ -18,7 +18,7 @@
 #include "ipc/role_impl.h"
 #include "ipc/shm_impl.h"
 
-uint64_t roles_memsize(const struct shm_region_dir *d, char *why, size_t len)
+static uint64_t roles_memsize(const struct shm_region_dir *d, char *why, size_t len)
 {
     if (d->count == 0 || d->count > RS_ROLE_MAX || d->elem_bytes != 0) {
         shm_why(why, len, "roles region '%s': %llu roles not in 1..%d", d->name,
@@ -29,8 +29,10 @@ uint64_t roles_memsize(const struct shm_region_dir *d, char *why, size_t len)
            RS_ROLE_REGISTRY * sizeof(struct inc_reg);
 }
 
-void roles_init(void *mem, const struct shm_region_dir *d, const char *const *names)
+static void roles_init(void *mem, const struct shm_region_dir *d,
+                       const struct rs_shm_region_spec *spec)
 {
+    const char *const *names = spec->role_names;
     struct roles_hdr *h = mem;
     h->tag = RS_SHM_ROLES;
     h->n_roles = (uint32_t)d->count;
@@ -42,8 +44,10 @@ void roles_init(void *mem, const struct shm_region_dir *d, const char *const *na
     }
 }
 
-rs_err roles_validate(const void *mem, const struct shm_region_dir *d, char *why, size_t len)
+static rs_err roles_validate(const void *mem, const struct shm_region_dir *d, uint32_t n_roles,
+                             char *why, size_t len)
 {
+    (void)n_roles; /* this is the region that defines it */
     const struct roles_hdr *h = mem;
     if (h->tag != RS_SHM_ROLES || h->n_roles != d->count || h->n_reg != RS_ROLE_REGISTRY)
         return shm_why(why, len, "roles region '%s': header (tag %u, %u roles, %u registry) "
@@ -56,6 +60,11 @@ rs_err roles_validate(const void *mem, const struct shm_region_dir *d, char *why
     }
     return RS_OK;
 }
+
+const struct shm_kind shm_kind_roles = {
+    .name = "roles", .count_name = "roles", .elem_name = "elem",
+    .memsize = roles_memsize, .init = roles_init, .validate = roles_validate,
+};
 
 int roles_find(const void *mem, uint32_t n_roles, const char *name)
 {
@@ -266,6 +275,13 @@ void rs_role_stop(rs_role **role)
     role_set_phase(*role, (1u << RS_ROLE_RECOVERING) | (1u << RS_ROLE_READY), RS_ROLE_EXITED);
     free(*role);
     *role = NULL;
+}
+
+uint32_t rs_role_current_inc(const rs_shm *shm, uint32_t i)
+{
+    if (shm == NULL || i >= shm->n_roles)
+        return 0;
+    return rs_sw_owner(atomic_load_explicit(&roles_rec(shm->roles, i)->word, memory_order_acquire));
 }
 
 rs_err rs_role_info_at(const rs_shm *shm, uint32_t i, struct rs_role_info *out)

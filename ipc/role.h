@@ -103,6 +103,13 @@ void rs_role_stop(rs_role **role);
 uint32_t rs_role_count(const rs_shm *shm);
 rs_err rs_role_info_at(const rs_shm *shm, uint32_t i, struct rs_role_info *out);
 
+/*
+ * Current incarnation of role index i (0: never started, or i out of
+ * range): one acquire load, cheap enough for every loop pass, unlike
+ * rs_role_info_at (which reads /proc). Any process, any thread.
+ */
+uint32_t rs_role_current_inc(const rs_shm *shm, uint32_t i);
+
 /* Index of role `name`, or -1. */
 int rs_role_find(const rs_shm *shm, const char *name);
 

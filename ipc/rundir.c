@@ -106,3 +106,15 @@ rs_err rs_rundir_endpoint(const char *dir, const char *name, char *out, size_t c
     }
     return RS_OK;
 }
+
+void rs_rundir_default(const char *instance, char *out, size_t cap)
+{
+    const char *env = getenv("RINGSERVE_RUNDIR");
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (env != NULL && env[0] != '\0')
+        snprintf(out, cap, "%s", env);
+    else if (xdg != NULL && xdg[0] == '/')
+        snprintf(out, cap, "%s/ringserve-%s", xdg, instance);
+    else
+        snprintf(out, cap, "/tmp/ringserve-%u-%s", (unsigned)getuid(), instance);
+}

@@ -34,4 +34,12 @@ rs_err rs_rundir_prepare(const char *dir, const char *group);
  */
 rs_err rs_rundir_endpoint(const char *dir, const char *name, char *out, size_t cap);
 
+/*
+ * The default runtime directory of an instance, the one every daemon and
+ * client agrees on without being told: $RINGSERVE_RUNDIR, else
+ * $XDG_RUNTIME_DIR/ringserve-<instance>, else /tmp/ringserve-<uid>-<instance>.
+ * Written into out (cap bytes, truncated). Any thread.
+ */
+void rs_rundir_default(const char *instance, char *out, size_t cap);
+
 #endif

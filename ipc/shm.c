@@ -37,16 +37,38 @@ rs_err shm_why(char *why, size_t len, const char *fmt, ...)
     return RS_EMISMATCH;
 }
 
+/* Raw regions hold bytes their user lays out: no header of their own, nothing to format. */
+static uint64_t raw_memsize(const struct shm_region_dir *d, char *why, size_t len)
+{
+    if (d->size == 0 || d->size > SHM_MAX_BYTES) {
+        shm_why(why, len, "raw region '%s': bytes %llu not in 1..2^40", d->name,
+                (unsigned long long)d->size);
+        return 0;
+    }
+    return d->size;
+}
+
+static const struct shm_kind shm_kind_raw = {
+    .name = "raw", .count_name = "count", .elem_name = "elem", .memsize = raw_memsize,
+};
+
+/* Every region kind, by enum rs_shm_kind; a new kind is one entry (and its module). */
+static const struct shm_kind *const kinds[] = {
+    [RS_SHM_RAW] = &shm_kind_raw,     [RS_SHM_ROLES] = &shm_kind_roles,
+    [RS_SHM_RING] = &shm_kind_ring,   [RS_SHM_TABLE] = &shm_kind_table,
+    [RS_SHM_ARENA] = &shm_kind_arena,
+};
+
+/* The kind entry of a directory or spec kind, or NULL for one this build does not know. */
+static const struct shm_kind *kind_of(uint32_t kind)
+{
+    return kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[kind] : NULL;
+}
+
 const char *rs_shm_kind_name(enum rs_shm_kind kind)
 {
-    switch (kind) {
-    case RS_SHM_RAW: return "raw";
-    case RS_SHM_ROLES: return "roles";
-    case RS_SHM_RING: return "ring";
-    case RS_SHM_TABLE: return "table";
-    case RS_SHM_ARENA: return "arena";
-    }
-    return "unknown";
+    const struct shm_kind *k = kind_of((uint32_t)kind);
+    return k != NULL ? k->name : "unknown";
 }
 
 static int valid_ident_char(char c)
@@ -108,19 +130,9 @@ static uint64_t realtime_ns(void)
 
 static uint64_t kind_memsize(const struct shm_region_dir *d, char *why, size_t len)
 {
-    switch (d->kind) {
-    case RS_SHM_RAW:
-        if (d->size == 0 || d->size > SHM_MAX_BYTES) {
-            shm_why(why, len, "raw region '%s': bytes %llu not in 1..2^40", d->name,
-                    (unsigned long long)d->size);
-            return 0;
-        }
-        return d->size;
-    case RS_SHM_ROLES: return roles_memsize(d, why, len);
-    case RS_SHM_RING: return ring_memsize(d, why, len);
-    case RS_SHM_TABLE: return table_memsize(d, why, len);
-    case RS_SHM_ARENA: return arena_memsize(d, why, len);
-    }
+    const struct shm_kind *k = kind_of(d->kind);
+    if (k != NULL)
+        return k->memsize(d, why, len);
     shm_why(why, len, "region '%s': unknown kind %u", d->name, d->kind);
     return 0;
 }
@@ -270,7 +282,7 @@ static rs_err validate_dir(const struct shm_hdr *h, uint32_t i, uint64_t *prev_e
     for (uint32_t j = 0; j < i; j++)
         if (strcmp(h->regions[j].name, d->name) == 0)
             return shm_why(why, len, "region '%s' appears twice", d->name);
-    if (d->kind < RS_SHM_RAW || d->kind > RS_SHM_ARENA)
+    if (kind_of(d->kind) == NULL)
         return shm_why(why, len, "region '%s': unknown kind %u", d->name, d->kind);
     if (d->offset % SHM_PAGE != 0 || d->offset < *prev_end || d->size > h->total_bytes ||
         d->offset > h->total_bytes - d->size)
@@ -292,14 +304,8 @@ static rs_err validate_dir(const struct shm_hdr *h, uint32_t i, uint64_t *prev_e
 static rs_err validate_region(const uint8_t *base, const struct shm_region_dir *d, uint32_t n_roles,
                               char *why, size_t len)
 {
-    const void *mem = base + d->offset;
-    switch (d->kind) {
-    case RS_SHM_ROLES: return roles_validate(mem, d, why, len);
-    case RS_SHM_RING: return ring_validate(mem, d, n_roles, why, len);
-    case RS_SHM_TABLE: return table_validate(mem, d, why, len);
-    case RS_SHM_ARENA: return arena_validate(mem, d, why, len);
-    default: return RS_OK;
-    }
+    const struct shm_kind *k = kind_of(d->kind);
+    return k->validate != NULL ? k->validate(base + d->offset, d, n_roles, why, len) : RS_OK;
 }
 
 /* Finds the single roles entry (validated) and returns its role count. */
@@ -343,9 +349,7 @@ rs_err rs_shm_validate(const void *base, uint64_t size, char *why, size_t len)
 static rs_err compare_dir(const struct shm_region_dir *s, const struct shm_region_dir *x, char *why,
                           size_t len)
 {
-    static const char *count_name[] = {"", "count", "roles", "slots", "records", "chunks"};
-    static const char *elem_name[] = {"", "elem", "elem", "slot bytes", "record bytes",
-                                      "tokens per chunk"};
+    const struct shm_kind *k = kind_of(x->kind);
     if (s->kind != x->kind)
         return shm_why(why, len, "region '%s': kind %s expected, %s in segment", x->name,
                        rs_shm_kind_name((enum rs_shm_kind)x->kind),
@@ -353,9 +357,9 @@ static rs_err compare_dir(const struct shm_region_dir *s, const struct shm_regio
     const char *field = NULL;
     uint64_t sv = 0, xv = 0;
     if (s->count != x->count)
-        field = count_name[x->kind], sv = s->count, xv = x->count;
+        field = k->count_name, sv = s->count, xv = x->count;
     else if (s->elem_bytes != x->elem_bytes)
-        field = elem_name[x->kind], sv = s->elem_bytes, xv = x->elem_bytes;
+        field = k->elem_name, sv = s->elem_bytes, xv = x->elem_bytes;
     else if (s->flags != x->flags)
         field = "flags", sv = s->flags, xv = x->flags;
     else if (s->start != x->start)
@@ -454,14 +458,9 @@ static void init_regions(rs_shm *s, const struct rs_shm_region_spec *specs)
     struct shm_hdr *h = s->hdr;
     for (uint32_t i = 0; i < h->n_regions; i++) {
         const struct shm_region_dir *d = &h->regions[i];
-        void *mem = s->base + d->offset;
-        switch (d->kind) {
-        case RS_SHM_ROLES: roles_init(mem, d, specs[i].role_names); break;
-        case RS_SHM_RING: ring_init(mem, d); break;
-        case RS_SHM_TABLE: table_init(mem, d); break;
-        case RS_SHM_ARENA: arena_init(mem, d); break;
-        default: break;
-        }
+        const struct shm_kind *k = kind_of(d->kind);
+        if (k->init != NULL)
+            k->init(s->base + d->offset, d, &specs[i]);
     }
 }
 
@@ -659,6 +658,55 @@ rs_err rs_shm_attach(const char *name, const struct rs_shm_region_spec *expect, 
     return RS_OK;
 }
 
+/* The header fields of info, from a header h of a segment of `size` bytes. */
+static void info_from_header(const struct shm_hdr *h, uint64_t size, struct rs_shm_info *out)
+{
+    char boot[40];
+    out->size = size;
+    out->layout_version = h->layout_version;
+    out->layout_hash = h->layout_hash;
+    out->epoch = h->epoch;
+    out->created_ns = h->created_ns;
+    out->creator_pid = h->creator_pid;
+    memcpy(out->boot_id, h->boot_id, sizeof(out->boot_id));
+    out->boot_id[sizeof(out->boot_id) - 1] = '\0';
+    read_boot_id(boot);
+    out->stale_boot = strncmp(boot, h->boot_id, sizeof(boot)) != 0;
+    out->ready = atomic_load_explicit(&h->state, memory_order_acquire) == SHM_READY;
+    out->incarnations = atomic_load_explicit(&h->incarnation, memory_order_relaxed);
+    out->n_regions = h->n_regions;
+}
+
+rs_err rs_shm_peek(const char *name, struct rs_shm_info *out)
+{
+    struct shm_hdr h;
+    memset(out, 0, sizeof(*out));
+    size_t n = name ? strlen(name) : 0;
+    if (n < 2 || n > 250 || name[0] != '/' || strchr(name + 1, '/') != NULL)
+        return RS_EINVAL;
+    int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return errno == ENOENT ? RS_ENOENT : RS_EIO;
+    struct stat st;
+    rs_err rc = RS_OK;
+    if (fstat(fd, &st) != 0)
+        rc = RS_EIO;
+    else if (!S_ISREG(st.st_mode))
+        rc = RS_EMISMATCH;
+    else if (st.st_size < (off_t)SHM_HDR_BYTES)
+        rc = RS_EAGAIN; /* created, not sized yet */
+    else if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+        rc = RS_EIO;
+    else if (h.magic != RS_SHM_MAGIC)
+        rc = h.magic == 0 ? RS_EAGAIN : RS_EMISMATCH; /* 0: sized, header not written yet */
+    close(fd);
+    if (rc != RS_OK)
+        return rc;
+    snprintf(out->name, sizeof(out->name), "%s", name);
+    info_from_header(&h, (uint64_t)st.st_size, out);
+    return RS_OK;
+}
+
 rs_err rs_shm_unlink(const char *name)
 {
     if (check_seg_name(name) != RS_OK)
@@ -748,23 +796,9 @@ rs_err rs_shm_region_at(const rs_shm *shm, uint32_t i, struct rs_shm_region_info
 
 void rs_shm_get_info(const rs_shm *shm, struct rs_shm_info *out)
 {
-    const struct shm_hdr *h = shm->hdr;
-    char boot[40];
     memset(out, 0, sizeof(*out));
     snprintf(out->name, sizeof(out->name), "%s", shm->name);
-    out->size = shm->size;
-    out->layout_version = h->layout_version;
-    out->layout_hash = h->layout_hash;
-    out->epoch = h->epoch;
-    out->created_ns = h->created_ns;
-    out->creator_pid = h->creator_pid;
-    memcpy(out->boot_id, h->boot_id, sizeof(out->boot_id));
-    out->boot_id[sizeof(out->boot_id) - 1] = '\0';
-    read_boot_id(boot);
-    out->stale_boot = strncmp(boot, h->boot_id, sizeof(boot)) != 0;
-    out->ready = atomic_load_explicit(&h->state, memory_order_acquire) == SHM_READY;
-    out->incarnations = atomic_load_explicit(&h->incarnation, memory_order_relaxed);
-    out->n_regions = h->n_regions;
+    info_from_header(shm->hdr, shm->size, out);
     out->locked = shm->locked;
 }
 

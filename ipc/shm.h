@@ -131,6 +131,20 @@ rs_err rs_shm_create(const char *name, uint64_t epoch, const struct rs_shm_regio
 rs_err rs_shm_attach(const char *name, const struct rs_shm_region_spec *expect, size_t n_expect,
                      unsigned flags, char *why, size_t why_len, rs_shm **out);
 
+/*
+ * Reads segment `name`'s header with one pread, without mapping, locking or
+ * validating the segment: for tools that list or inspect segments, and for
+ * a daemon that must tell a segment still being created from a malformed
+ * one. RS_OK with *out filled as rs_shm_get_info would (size is the file
+ * size, locked 0; the header may be changing: a snapshot); RS_ENOENT when
+ * there is no such segment; RS_EAGAIN when it exists but its creator has
+ * not yet sized it or written its magic; RS_EMISMATCH when it is not a
+ * ringserve segment (another magic, or not a regular file); RS_EINVAL for a
+ * bad name; RS_EIO otherwise (e.g. no permission). Logs nothing. Any
+ * process, any thread.
+ */
+rs_err rs_shm_peek(const char *name, struct rs_shm_info *out);
+
 /* Unmaps and closes (the segment stays); accepts NULL and clears *shm. */
 void rs_shm_detach(rs_shm **shm);
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private layout of a segment: the header in page 0, the region directory,
- * the process-local rs_shm handle, and the per-kind hooks (size, init,
- * validate) shm.c calls for roles, rings, tables and arenas. Only ipc/ and
- * tests include this; everything else goes through shm.h.
+ * the process-local rs_shm handle, and the per-kind table entry (names,
+ * size, init, validate) each region kind's module fills for shm.c. Only
+ * ipc/ and its tests include this; tools and daemons go through shm.h
+ * (rs_shm_peek reads a header without it).
  */
 #ifndef RS_SHM_IMPL_H
 #define RS_SHM_IMPL_H
@@ -80,27 +81,32 @@ static inline uint64_t shm_align(uint64_t x, uint64_t a)
 }
 
 /*
- * Per-kind hooks. memsize returns 0 for invalid parameters (writing why);
- * init formats zeroed memory; validate checks the region's own header against
- * its directory entry and size, reading only within `size` bytes.
+ * One region kind: its names and hooks, filled by the module that owns the
+ * kind (role.c, ring.c, table.c, arena.c; raw in shm.c) and looked up by
+ * shm.c in one table indexed by enum rs_shm_kind, so a new kind is one
+ * entry plus its file. memsize returns the region's bytes, or 0 for invalid
+ * parameters (writing why); init formats zeroed memory from the directory
+ * entry and the creator's spec; validate checks the region's own header
+ * against its directory entry (n_roles: the segment's role count), reading
+ * only within the region.
  */
-uint64_t roles_memsize(const struct shm_region_dir *d, char *why, size_t len);
-void roles_init(void *mem, const struct shm_region_dir *d, const char *const *names);
-rs_err roles_validate(const void *mem, const struct shm_region_dir *d, char *why, size_t len);
-int roles_find(const void *mem, uint32_t n_roles, const char *name); /* index or -1 */
+struct shm_kind {
+    const char *name;       /* "ring", ... (rs_shm_kind_name) */
+    const char *count_name; /* what the spec's count is ("slots"), for attach messages */
+    const char *elem_name;  /* what elem_bytes is ("slot bytes") */
+    uint64_t (*memsize)(const struct shm_region_dir *d, char *why, size_t len);
+    void (*init)(void *mem, const struct shm_region_dir *d, const struct rs_shm_region_spec *spec);
+    rs_err (*validate)(const void *mem, const struct shm_region_dir *d, uint32_t n_roles,
+                       char *why, size_t len);
+};
 
-uint64_t ring_memsize(const struct shm_region_dir *d, char *why, size_t len);
-void ring_init(void *mem, const struct shm_region_dir *d);
-rs_err ring_validate(const void *mem, const struct shm_region_dir *d, uint32_t n_roles, char *why,
-                     size_t len);
+extern const struct shm_kind shm_kind_roles; /* role.c */
+extern const struct shm_kind shm_kind_ring;  /* ring.c */
+extern const struct shm_kind shm_kind_table; /* table.c */
+extern const struct shm_kind shm_kind_arena; /* arena.c */
 
-uint64_t table_memsize(const struct shm_region_dir *d, char *why, size_t len);
-void table_init(void *mem, const struct shm_region_dir *d);
-rs_err table_validate(const void *mem, const struct shm_region_dir *d, char *why, size_t len);
-
-uint64_t arena_memsize(const struct shm_region_dir *d, char *why, size_t len);
-void arena_init(void *mem, const struct shm_region_dir *d);
-rs_err arena_validate(const void *mem, const struct shm_region_dir *d, char *why, size_t len);
+/* Index of role `name` in a roles region of n_roles, or -1. */
+int roles_find(const void *mem, uint32_t n_roles, const char *name);
 
 /* The directory entry of region `name` of `kind`, or NULL (logged). */
 const struct shm_region_dir *shm_find(const rs_shm *shm, const char *name, enum rs_shm_kind kind);

@@ -51,7 +51,7 @@ static uint64_t table_stride(uint64_t rec_bytes)
     return shm_align(TABLE_REC_HDR + rec_bytes, 64);
 }
 
-uint64_t table_memsize(const struct shm_region_dir *d, char *why, size_t len)
+static uint64_t table_memsize(const struct shm_region_dir *d, char *why, size_t len)
 {
     if (d->count == 0 || d->count > TABLE_MAX_RECORDS || d->elem_bytes > TABLE_MAX_BYTES ||
         d->flags != 0) {
@@ -67,8 +67,10 @@ static _Atomic uint64_t *rec_sw(const rs_table *t, uint32_t i)
     return (_Atomic uint64_t *)(t->recs + (uint64_t)i * t->stride);
 }
 
-void table_init(void *mem, const struct shm_region_dir *d)
+static void table_init(void *mem, const struct shm_region_dir *d,
+                       const struct rs_shm_region_spec *spec)
 {
+    (void)spec;
     struct table_hdr *h = mem;
     h->tag = RS_SHM_TABLE;
     h->n_records = (uint32_t)d->count;
@@ -81,14 +83,21 @@ void table_init(void *mem, const struct shm_region_dir *d)
                               rs_sw_make(RS_TABLE_FREE, h->start_gen, 0), memory_order_relaxed);
 }
 
-rs_err table_validate(const void *mem, const struct shm_region_dir *d, char *why, size_t len)
+static rs_err table_validate(const void *mem, const struct shm_region_dir *d, uint32_t n_roles,
+                             char *why, size_t len)
 {
+    (void)n_roles;
     const struct table_hdr *h = mem;
     if (h->tag != RS_SHM_TABLE || h->n_records != d->count || h->rec_bytes != d->elem_bytes ||
         h->stride != table_stride(d->elem_bytes) || h->start_gen != (d->start & RS_SW_GEN_MASK))
         return shm_why(why, len, "table '%s': its header disagrees with the directory", d->name);
     return RS_OK;
 }
+
+const struct shm_kind shm_kind_table = {
+    .name = "table", .count_name = "records", .elem_name = "record bytes",
+    .memsize = table_memsize, .init = table_init, .validate = table_validate,
+};
 
 rs_err rs_table_open(rs_shm *shm, const char *name, rs_role *self, rs_table **out)
 {

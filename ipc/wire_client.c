@@ -13,6 +13,9 @@
 #include "ipc/wire_client.h"
 #include "ipc/wire_impl.h"
 
+_Static_assert(RS_WIRE_LOGPROBS_MAX == RS_SAMPLING_MAX_LOGPROBS,
+               "the wire's logprob bound is the sampler's");
+
 /* generate: entries 0..2 are the header, entry 3 + k has presence bit 1 << k. */
 static const struct wire_field gen_fields[] = {
     {"v", "v"},
@@ -322,31 +325,25 @@ static rs_err validate_prompt(const struct rs_wire_generate *g, const struct rs_
     return RS_OK;
 }
 
+void rs_wire_generate_sampling(const struct rs_wire_generate *g, struct rs_sampling_params *out)
+{
+    *out = (struct rs_sampling_params){
+        .temperature = g->temperature, .top_k = g->top_k, .top_p = g->top_p, .min_p = g->min_p,
+        .repetition_penalty = g->repetition_penalty, .presence_penalty = g->presence_penalty,
+        .frequency_penalty = g->frequency_penalty, .seed = g->seed,
+        .n_logprobs = g->logprobs > INT32_MAX ? INT32_MAX : (int32_t)g->logprobs};
+}
+
+/* max_tokens here; the sampling ranges are common/sampling.c's, the one place they live. */
 static rs_err validate_sampling(const struct rs_wire_generate *g, struct rs_wire_error *err)
 {
     if ((g->has & RS_WIRE_GEN_MAX_TOKENS) && g->max_tokens == 0)
         return INVALID(err, "field 'max_tokens': must be >= 1 (omit it to fill the context)");
-    if (!(isfinite(g->temperature) && g->temperature >= 0))
-        return INVALID(err, "field 'temperature': must be finite and >= 0, got %g",
-                       (double)g->temperature);
-    if (!(g->top_p > 0 && g->top_p <= 1))
-        return INVALID(err, "field 'top_p': must be in (0, 1], got %g", (double)g->top_p);
-    if (g->top_k < 0)
-        return INVALID(err, "field 'top_k': must be >= 0 (0 = off), got %d", g->top_k);
-    if (!(g->min_p >= 0 && g->min_p <= 1))
-        return INVALID(err, "field 'min_p': must be in [0, 1], got %g", (double)g->min_p);
-    if (!(isfinite(g->repetition_penalty) && g->repetition_penalty > 0))
-        return INVALID(err, "field 'repetition_penalty': must be finite and > 0, got %g",
-                       (double)g->repetition_penalty);
-    if (!(g->presence_penalty >= -2 && g->presence_penalty <= 2))
-        return INVALID(err, "field 'presence_penalty': must be in [-2, 2], got %g",
-                       (double)g->presence_penalty);
-    if (!(g->frequency_penalty >= -2 && g->frequency_penalty <= 2))
-        return INVALID(err, "field 'frequency_penalty': must be in [-2, 2], got %g",
-                       (double)g->frequency_penalty);
-    if (g->logprobs > RS_WIRE_LOGPROBS_MAX)
-        return INVALID(err, "field 'logprobs': must be 0..%d, got %u", RS_WIRE_LOGPROBS_MAX,
-                       g->logprobs);
+    struct rs_sampling_params sp;
+    char msg[sizeof(err->msg)];
+    rs_wire_generate_sampling(g, &sp);
+    if (rs_sampling_params_validate(&sp, msg, sizeof(msg)) != RS_OK)
+        return INVALID(err, "%s", msg);
     return RS_OK;
 }
 

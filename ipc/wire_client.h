@@ -9,6 +9,7 @@
 #ifndef RS_WIRE_CLIENT_H
 #define RS_WIRE_CLIENT_H
 
+#include "common/sampling.h"
 #include "ipc/wire.h"
 
 /* Bits of rs_wire_generate.has: which optional fields the message carries. */
@@ -104,6 +105,14 @@ struct rs_wire_limits {
  */
 rs_err rs_wire_generate_validate(const struct rs_wire_generate *g,
                                  const struct rs_wire_limits *lim, struct rs_wire_error *err);
+
+/*
+ * The sampling parameters g asks for: its fields (their defaults when
+ * absent), the seed as sent (tokenizerd picks one when it is absent) and
+ * logprobs as n_logprobs. The validator above checks them with
+ * rs_sampling_params_validate (common/sampling.h). Any thread.
+ */
+void rs_wire_generate_sampling(const struct rs_wire_generate *g, struct rs_sampling_params *out);
 
 /*
  * The context check for a text prompt once tokenized: n_prompt tokens (BOS

@@ -13,27 +13,30 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/opt.h"
 #include "common/placement.h"
 #include "common/vocab.h"
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_batch.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_result.h"
 #include "launcherd/engine/model.h"
 #include "launcherd/engine/sampler.h"
 
 #define LAUNCHER_EOG_MAX 64 /* end-of-generation ids kept from the vocab */
 
-/* Options of the daemon beyond the shared pipeline ones. */
+/* Options of the daemon beyond the shared stage ones (ipc/stage.h). */
 struct launcher_opts {
     int n_threads;    /* model threads; 0 = every CPU this process may use */
     int isa;          /* RS_MODEL_ISA_* */
-    char group[64];   /* runtime directory group ("" = owner only), as the frontends' --group */
     unsigned spin_us; /* after a batch, poll the batch ring this long before sleeping (0: off) */
     char backend[8];  /* model backend: "auto" ("" too: the GPU when it can load, else the CPU),
                          "cpu" or "cuda" (rs_model_opts.backend) */
-    struct rs_place_opts place; /* --cpus / --numa (common/placement.h) */
-    int tp;                     /* --tp: tensor-parallel shards (rs_model_opts.tp); 0 = none */
-    int deterministic;          /* --deterministic (rs_model_opts.deterministic) */
+    int tp;           /* --tp: tensor-parallel shards (rs_model_opts.tp); 0 = none */
+    int deterministic; /* --deterministic (rs_model_opts.deterministic) */
 };
+
+/* The table of those options (main.c), over struct launcher_opts. */
+extern const struct rs_opt launcher_opt_table[];
 
 /* What one processed batch did (for the loop's doorbells, logs and the benches). */
 struct launcher_step_info {
@@ -68,6 +71,8 @@ struct launcher {
     /* the batch held from the ring (serve.c): kept across ticks while the result ring is full */
     struct rs_ring_rd rd;
     int held, crc_ok;
+    int busy;            /* the last pass answered a batch: look again without waiting */
+    uint64_t spin_until; /* CLOCK_MONOTONIC until which the loop polls instead of sleeping */
 };
 
 /*
@@ -109,12 +114,12 @@ void launcher_fail_request(struct launcher *l, uint64_t batch_id, struct rs_tabl
                            const char *why);
 
 /*
- * The serving loop: doorbells and a rescan of the batch ring every tick
- * (<= 10 ms), each committed batch processed, its result committed, the
- * batch released and schedulerd and postprocd rung. Returns 0 after
- * SIGTERM/SIGINT, 1 when this incarnation was fenced or the ring is corrupt.
- * (serve.c)
+ * One pass of the serving loop (the stage skeleton runs it): waits for a
+ * doorbell at most a tick (or polls, spinning), then processes every
+ * committed batch, commits its result, releases the batch and rings
+ * schedulerd and postprocd. RS_OK; RS_ESTALE when this incarnation was
+ * fenced; RS_EIO when the rings are corrupt (logged). (serve.c)
  */
-int launcher_serve(struct launcher *l, struct rs_pipe_doors *doors);
+rs_err launcher_pass(struct launcher *l, struct rs_pipe_doors *doors);
 
 #endif

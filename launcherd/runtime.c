@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/pipeline_config.h"
 #include "launcherd/launcher.h"
 
 /* Every id the vocab calls end-of-generation (EOS, EOT, EOM, <|im_end|>, ...). */

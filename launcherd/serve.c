@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The serving loop. Each pass: heartbeat and watchdog, a fence check (a
- * replaced launcher exits at once without writing), a wait of at most one
- * tick for a doorbell, then a rescan of the batch ring that processes every
+ * One pass of the serving loop (the stage skeleton, ipc/stage.h, runs the
+ * heartbeat, the watchdog and the fence check around it): a wait of at most
+ * one tick for a doorbell, then a rescan of the batch ring that processes every
  * committed batch, whether or not its doorbell arrived (DESIGN.md principle
  * 1). A batch is released only after its result is committed, so a launcher
  * killed in between gets the batch again on restart (at-least-once) and,
@@ -18,12 +18,12 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "common/daemon.h"
 #include "common/log.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_result.h"
+#include "ipc/stage.h"
 #include "launcherd/launcher.h"
-
-#define TICK_MS 10
 
 /* Waits up to timeout_ms for a doorbell, then drains the inbox; contents are hints only. */
 static void wait_doorbells(struct launcher *l, struct rs_pipe_doors *d, int timeout_ms)
@@ -89,8 +89,8 @@ static int answer(struct launcher *l, struct rs_pipe_doors *d)
     }
     l->held = 0;
     if (info.status != RS_PIPE_RESULT_KV_LOST && info.status != RS_PIPE_RESULT_ERROR)
-        rs_hist_add(&l->p->metrics->stage[RS_PIPE_STAGE_LAUNCHERD].hist[RS_H_LAU_STEP],
-                    (res->done_ns - res->picked_ns) / 1000);
+        rs_hist_add_ns(&l->p->metrics->stage[RS_PIPE_STAGE_LAUNCHERD].hist[RS_H_LAU_STEP],
+                       res->done_ns - res->picked_ns);
     ring_done(l, d, &info, wr.slot);
     return 1;
 }
@@ -112,30 +112,17 @@ static int serve_batches(struct launcher *l, struct rs_pipe_doors *d)
     }
 }
 
-int launcher_serve(struct launcher *l, struct rs_pipe_doors *doors)
+rs_err launcher_pass(struct launcher *l, struct rs_pipe_doors *doors)
 {
-    int busy = 0;
-    uint64_t spin_until = 0;
-    while (!rs_daemon_should_stop()) {
-        rs_role_heartbeat(l->p->role);
-        rs_daemon_watchdog();
-        if (!rs_role_current(l->p->role)) {
-            rs_log_error("fenced: a newer launcherd incarnation holds the role; exiting");
-            return 1;
-        }
-        if (spin_until != 0 && rs_clock_ns() < spin_until)
-            sched_yield(); /* spinning: the doorbells wait in the inbox; let the planner run */
-        else
-            wait_doorbells(l, doors, busy ? 0 : TICK_MS);
-        int n = serve_batches(l, doors);
-        if (n < 0) {
-            if (!rs_role_current(l->p->role))
-                rs_log_error("fenced: a newer launcherd incarnation holds the role; exiting");
-            return 1;
-        }
-        if (n > 0 && l->spin_ns > 0)
-            spin_until = rs_clock_ns() + l->spin_ns;
-        busy = n > 0;
-    }
-    return 0;
+    if (l->spin_until != 0 && rs_clock_ns() < l->spin_until)
+        sched_yield(); /* spinning: the doorbells wait in the inbox; let the planner run */
+    else
+        wait_doorbells(l, doors, l->busy ? 0 : RS_STAGE_TICK_MS);
+    int n = serve_batches(l, doors);
+    if (n < 0)
+        return rs_role_current(l->p->role) ? RS_EIO : RS_ESTALE;
+    if (n > 0 && l->spin_ns > 0)
+        l->spin_until = rs_clock_ns() + l->spin_ns;
+    l->busy = n > 0;
+    return RS_OK;
 }

@@ -17,6 +17,11 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 #include "launcherd/launcher.h"
 
 #define REFUSED UINT32_MAX
@@ -200,8 +205,8 @@ static uint32_t run_batch(struct launcher *l, const struct rs_pipe_batch *b,
     struct rs_metrics_block *m = metrics(l);
     rs_counter_add(&m->counter[RS_M_LAU_STEPS], 1);
     rs_counter_add(&m->counter[RS_M_LAU_TOKENS], b->n_tokens);
-    rs_hist_add(&m->hist[RS_H_LAU_FORWARD], res->forward_ns / 1000);
-    rs_hist_add(&m->hist[RS_H_LAU_SAMPLE], res->sample_ns / 1000);
+    rs_hist_add_ns(&m->hist[RS_H_LAU_FORWARD], res->forward_ns);
+    rs_hist_add_ns(&m->hist[RS_H_LAU_SAMPLE], res->sample_ns);
     return result_len(n_seqs);
 }
 
@@ -230,8 +235,7 @@ uint32_t launcher_run(struct launcher *l, const struct rs_ring_rd *rd, int crc_o
         len = kv_lost(l, b, res);
     else {
         if (b->planned_ns != 0 && res->picked_ns > b->planned_ns)
-            rs_hist_add(&metrics(l)->hist[RS_H_LAU_PICKUP],
-                        (res->picked_ns - b->planned_ns) / 1000);
+            rs_hist_add_ns(&metrics(l)->hist[RS_H_LAU_PICKUP], res->picked_ns - b->planned_ns);
         len = run_batch(l, b, res, info);
     }
     info->status = res->status;

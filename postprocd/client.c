@@ -12,6 +12,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "postprocd/postd.h"
 
 static void count(struct postd *d, unsigned i)

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/stopstr.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_req.h"
 #include "postprocd/postd.h"
 
 void postd_cursor_start(const struct postd *d, struct rs_pipe_cursor *c, int32_t prev_token)

@@ -15,9 +15,10 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "postprocd/postd.h"
 
-#define US(ns) ((ns) / 1000u)
 
 /* A message being assembled: d->msg_tokens, d->lps and d->text hold its contents. */
 struct walk {
@@ -36,7 +37,7 @@ static struct rs_metrics_block *metrics(struct postd *d)
 
 static uint64_t since_us(uint64_t from_ns, uint64_t to_ns)
 {
-    return from_ns != 0 && to_ns > from_ns ? US(to_ns - from_ns) : 0;
+    return from_ns != 0 && to_ns > from_ns ? rs_clock_ns_to_us(to_ns - from_ns) : 0;
 }
 
 static void fill_out(struct walk *w, struct rs_wire_delta *out)

@@ -1,117 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * postprocd: client output. Opens the pipeline as the postprocd role (a new
- * incarnation fences the previous one), binds its doorbell inbox and client
- * ROUTER(s), then loops: sleep in zmq_poll (10 ms tick at most), answer
- * client messages, drain doorbells (hints only), and scan shared memory for
- * new tokens and finished requests. Resuming after a crash needs nothing
- * special: the per-request cursors in the records are where it continues.
- * Leaves out tokenizing and scheduling.
+ * postprocd: client output. Its life (options, the fence, exits) is the
+ * stage skeleton's (ipc/stage.h), which also binds the client ROUTER(s)
+ * from the client access options; here are its hooks: its own options, the
+ * vocab before the fence, scratch once the instance is open, and a pass that sleeps in zmq_poll
+ * (one tick at most), answers client messages, drains doorbells (hints
+ * only) and scans shared memory for new tokens and finished requests.
+ * Resuming after a crash needs nothing special: the per-request cursors in
+ * the records are where it continues. Leaves out tokenizing and scheduling.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/daemon.h"
 #include "common/detok.h"
 #include "common/log.h"
-#include "common/placement.h"
 #include "common/stopstr.h"
-#include "ipc/rundir.h"
+#include "ipc/stage.h"
 #include "postprocd/postd.h"
 
-#define TICK_MS 10
 #define MSGS_PER_PASS 256
 #define DOORS_PER_PASS 1024
 
-struct args {
-    struct rs_pipe_config cfg;
+struct postprocd {
+    struct postd d;
     struct rs_pipe_front_opts front;
-    char rundir[RS_PIPE_FRONT_PATH_MAX];
     uint64_t linger_ms, client_timeout_ms;
-    struct rs_place_opts place; /* --cpus / --numa */
+    zmq_pollitem_t items[3];
+    rs_zsock *socks[2];
+    int n_client;
+    struct rs_wire_door door; /* ~20 KiB: not on the stack */
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: postprocd --model PATH [options]\n"
-               "Turns generated tokens into text deltas and streams them to clients\n"
-               "(ipc/PROTOCOL.md); finishes requests on stop strings.\n\n"
-               "%s\n%s%s"
-               "postprocd options:\n"
-               "  --linger-ms N            keep a finished request N ms for resume, unless its\n"
-               "                           client sends release first (default 30000)\n"
-               "  --client-timeout-ms N    abort a request whose client is unreachable this long\n"
-               "                           (default 30000)\n"
-               "  --help                   this text\n",
-            rs_pipe_options_help(), rs_pipe_front_options_help(), rs_place_options_help());
-}
+static struct postprocd the_daemon = {.linger_ms = 30000, .client_timeout_ms = 30000};
 
-static int parse_ms(const char *opt, const char *val, uint64_t *out, char *err, size_t len)
+static rs_err postprocd_load(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(val, &end, 10);
-    if (errno != 0 || end == val || *end != '\0' || val[0] == '-' || v > 86400000ull) {
-        snprintf(err, len, "option %s: '%s' is not a number of milliseconds in 0..86400000", opt,
-                 val);
-        return -1;
-    }
-    *out = v;
-    return 1;
-}
-
-static int own_option(struct args *a, int argc, char **argv, int *i, char *err, size_t len)
-{
-    uint64_t *dst = strcmp(argv[*i], "--linger-ms") == 0         ? &a->linger_ms
-                    : strcmp(argv[*i], "--client-timeout-ms") == 0 ? &a->client_timeout_ms
-                                                                   : NULL;
-    if (dst == NULL)
-        return 0;
-    if (*i + 1 >= argc) {
-        snprintf(err, len, "option %s needs a value", argv[*i]);
-        return -1;
-    }
-    const char *opt = argv[*i];
-    return parse_ms(opt, argv[++*i], dst, err, len);
-}
-
-/* 0 on success, 2 after printing the problem, 1 for --help (exit 0). */
-static int parse_args(int argc, char **argv, struct args *a)
-{
-    char err[512];
-    rs_pipe_config_default(&a->cfg);
-    rs_pipe_front_opts_init(&a->front);
-    a->rundir[0] = '\0';
-    a->linger_ms = 30000;
-    a->client_timeout_ms = 30000;
-    rs_place_opts_default(&a->place);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        int r = rs_pipe_parse_option(&a->cfg, a->rundir, sizeof(a->rundir), argc, argv, &i, err,
-                                     sizeof(err));
-        if (r == 0)
-            r = rs_pipe_front_parse_option(&a->front, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            r = own_option(a, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            r = rs_place_parse_option(&a->place, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            snprintf(err, sizeof(err), "unknown option '%s' (see --help)", argv[i]);
-        if (r <= 0) {
-            fprintf(stderr, "postprocd: %s\n", err);
-            return 2;
-        }
-    }
-    if (rs_pipe_front_check(&a->front, err, sizeof(err)) != RS_OK) {
-        fprintf(stderr, "postprocd: %s\n", err);
-        return 2;
-    }
-    return 0;
+    struct postd *d = &((struct postprocd *)self)->d;
+    return rs_vocab_load_file(st->args.cfg.model_path, &d->vocab, err, err_len);
 }
 
 static rs_err alloc_scratch(struct postd *d)
@@ -131,46 +57,56 @@ static rs_err alloc_scratch(struct postd *d)
                : RS_ENOMEM;
 }
 
-/* Everything the loop needs; 0 on success, 1 after logging a fatal error. */
-static int open_all(struct postd *d, struct args *a, void *zctx)
+static rs_err postprocd_attach(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
-    char err[512];
-    rs_err rc = rs_pipe_config_resolve(&a->cfg, err, sizeof(err));
-    if (rc == RS_OK)
-        rc = rs_vocab_load_file(a->cfg.model_path, &d->vocab, err, sizeof(err));
-    if (rc == RS_OK)
-        rc = rs_pipe_open(&a->cfg, RS_PIPE_STAGE_POSTPROCD, &d->p, err, sizeof(err));
-    if (rc == RS_OK && (rc = alloc_scratch(d)) != RS_OK)
-        snprintf(err, sizeof(err), "out of memory");
+    struct postprocd *pd = self;
+    struct postd *d = &pd->d;
+    d->p = st->p;
+    d->doors = &st->doors;
+    d->linger_ns = pd->linger_ms * 1000000ull;
+    d->client_timeout_ns = pd->client_timeout_ms * 1000000ull;
+    rs_err rc = alloc_scratch(d);
     if (rc != RS_OK) {
-        rs_log_error("%s", err);
-        return 1;
+        snprintf(err, err_len, "out of memory");
+        return rc;
     }
-    if (a->rundir[0] == '\0')
-        rs_pipe_default_rundir(a->cfg.instance, a->rundir, sizeof(a->rundir));
-    rc = rs_rundir_prepare(a->rundir, a->front.group[0] ? a->front.group : NULL);
-    if (rc != RS_OK)
-        snprintf(err, sizeof(err), "runtime directory %s: %s (see above)", a->rundir,
-                 rs_strerror(rc));
-    else if ((rc = rs_pipe_doors_open(&d->doors, zctx, a->rundir, RS_PIPE_STAGE_POSTPROCD)) !=
-             RS_OK)
-        snprintf(err, sizeof(err), "doorbells: %s", rs_strerror(rc));
-    if (rc == RS_OK)
-        rc = rs_pipe_front_open(&d->front, zctx, a->rundir, RS_PIPE_POSTPROCD, &a->front, err,
-                                sizeof(err));
-    if (rc != RS_OK) {
-        rs_log_error("%s", err);
-        return 1;
-    }
-    d->linger_ns = a->linger_ms * 1000000ull;
-    d->client_timeout_ns = a->client_timeout_ms * 1000000ull;
-    return 0;
+    pd->n_client = rs_pipe_front_poll_items(&d->front, pd->items, pd->socks);
+    pd->items[pd->n_client] = (zmq_pollitem_t){.socket = rs_zsock_handle(st->doors.inbox),
+                                               .events = ZMQ_POLLIN};
+    return RS_OK;
 }
 
-static void close_all(struct postd *d)
+static void postprocd_ready(void *self, struct rs_stage *st)
 {
-    rs_pipe_front_close(&d->front);
-    rs_pipe_doors_close(&d->doors);
+    struct postprocd *pd = self;
+    rs_log_info("serving on %s: model %s, linger %llu ms, client timeout %llu ms",
+                rs_zsock_endpoint(pd->d.front.ipc), st->args.cfg.model_path,
+                (unsigned long long)pd->linger_ms, (unsigned long long)pd->client_timeout_ms);
+}
+
+static rs_err postprocd_pass(void *self, struct rs_stage *st)
+{
+    struct postprocd *pd = self;
+    struct postd *d = &pd->d;
+    if (zmq_poll(pd->items, pd->n_client + 1, RS_STAGE_TICK_MS) > 0) {
+        for (int i = 0; i < pd->n_client; i++)
+            if (pd->items[i].revents & ZMQ_POLLIN)
+                postd_drain_clients(d, pd->socks[i], i == 1, MSGS_PER_PASS);
+        /* Doorbells only wake the loop: the scan that follows finds the work itself. */
+        if (pd->items[pd->n_client].revents & ZMQ_POLLIN)
+            for (int i = 0; i < DOORS_PER_PASS &&
+                            rs_pipe_door_recv(&st->doors, &pd->door, 0) == RS_OK;
+                 i++) {
+            }
+    }
+    if (!d->fenced)
+        postd_scan(d);
+    return d->fenced ? RS_ESTALE : RS_OK;
+}
+
+static void postprocd_close(void *self)
+{
+    struct postd *d = &((struct postprocd *)self)->d;
     rs_wire_buf_fini(&d->out);
     free(d->slots);
     free(d->step);
@@ -179,82 +115,44 @@ static void close_all(struct postd *d)
     free(d->msg_tokens);
     free(d->lps);
     free(d->toks);
-    rs_pipe_close(&d->p);
     rs_vocab_destroy(&d->vocab);
 }
 
-/* Doorbells only wake the loop: the scan that follows finds the work itself. */
-static void drain_doors(struct postd *d)
-{
-    static struct rs_wire_door door; /* ~20 KiB: not on the stack */
-    for (int i = 0; i < DOORS_PER_PASS && rs_pipe_door_recv(&d->doors, &door, 0) == RS_OK; i++) {
-    }
-}
+#define MS_OPT(nm, field, h)                                                                      \
+    {.name = nm, .kind = RS_OPT_U64, .off = offsetof(struct postprocd, field), .min = 0,          \
+     .max = 86400000, .arg = "N", .help = h}
 
-/* The serving loop; returns the exit code. */
-static int serve(struct postd *d)
-{
-    zmq_pollitem_t items[3];
-    rs_zsock *socks[2] = {d->front.ipc, d->front.tcp};
-    int n_client = socks[1] != NULL ? 2 : 1;
-    for (int i = 0; i < n_client; i++)
-        items[i] = (zmq_pollitem_t){.socket = rs_zsock_handle(socks[i]), .events = ZMQ_POLLIN};
-    items[n_client] = (zmq_pollitem_t){.socket = rs_zsock_handle(d->doors.inbox),
-                                       .events = ZMQ_POLLIN};
-    while (!rs_daemon_should_stop() && !d->fenced) {
-        rs_role_heartbeat(d->p->role);
-        rs_daemon_watchdog();
-        if (!rs_role_current(d->p->role))
-            break;
-        if (zmq_poll(items, n_client + 1, TICK_MS) > 0) {
-            for (int i = 0; i < n_client; i++)
-                if (items[i].revents & ZMQ_POLLIN)
-                    postd_drain_clients(d, socks[i], i == 1, MSGS_PER_PASS);
-            if (items[n_client].revents & ZMQ_POLLIN)
-                drain_doors(d);
-        }
-        postd_scan(d);
-    }
-    if (rs_daemon_should_stop())
-        return 0;
-    rs_log_error("fenced: a newer postprocd incarnation took over; exiting without touching "
-                 "shared memory");
-    return 1;
-}
+static const struct rs_opt own_opts[] = {
+    MS_OPT("linger-ms", linger_ms,
+           "keep a finished request N ms for resume, unless its\n"
+           "client sends release first (default 30000)"),
+    MS_OPT("client-timeout-ms", client_timeout_ms,
+           "abort a request whose client is unreachable this long\n(default 30000)"),
+    {0},
+};
+
+static const struct rs_opt_group groups[] = {
+    {"postprocd options", own_opts, &the_daemon, NULL},
+};
+
+static const struct rs_stage_def def = {
+    .stage = RS_PIPE_STAGE_POSTPROCD,
+    .usage = "usage: postprocd --model PATH [options]\n"
+             "Turns generated tokens into text deltas and streams them to clients\n"
+             "(ipc/PROTOCOL.md); finishes requests on stop strings.\n",
+    .place_role = RS_PLACE_OTHER,
+    .groups = groups,
+    .n_groups = sizeof(groups) / sizeof(groups[0]),
+    .front_opts = &the_daemon.front,
+    .front = &the_daemon.d.front,
+    .load = postprocd_load,
+    .attach = postprocd_attach,
+    .ready = postprocd_ready,
+    .pass = postprocd_pass,
+    .close = postprocd_close,
+};
 
 int main(int argc, char **argv)
 {
-    struct args a;
-    if (rs_daemon_init(RS_PIPE_POSTPROCD) != RS_OK)
-        return 1;
-    int rc = parse_args(argc, argv, &a);
-    if (rc != 0)
-        return rc == 1 ? 0 : rc;
-    if ((rc = rs_place_daemon("postprocd", RS_PLACE_OTHER, &a.place)) != 0)
-        return rc;
-    void *zctx = zmq_ctx_new();
-    struct postd d;
-    memset(&d, 0, sizeof(d));
-    if (zctx == NULL || open_all(&d, &a, zctx) != 0) {
-        close_all(&d);
-        if (zctx != NULL)
-            zmq_ctx_term(zctx);
-        return 1;
-    }
-    if (rs_role_ready(d.p->role) != RS_OK) {
-        rs_log_error("fenced during start-up");
-        return 1;
-    }
-    rs_daemon_notify_ready();
-    rs_log_info("serving on %s: model %s, linger %llu ms, client timeout %llu ms",
-                rs_zsock_endpoint(d.front.ipc), a.cfg.model_path,
-                (unsigned long long)a.linger_ms, (unsigned long long)a.client_timeout_ms);
-    rc = serve(&d);
-    if (rc != 0)
-        return rc; /* fenced: leave shared memory to the new incarnation */
-    rs_daemon_notify_stopping();
-    rs_log_info("stopping");
-    close_all(&d);
-    zmq_ctx_term(zctx);
-    return 0;
+    return rs_stage_main(&def, &the_daemon, argc, argv);
 }

@@ -13,9 +13,9 @@
 #include <stdint.h>
 
 #include "common/vocab.h"
-#include "ipc/pipeline.h"
 #include "ipc/pipeline_door.h"
 #include "ipc/pipeline_front.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
 
@@ -28,8 +28,8 @@ struct postd_slot {
 };
 
 struct postd {
-    struct rs_pipe *p;
-    struct rs_pipe_doors doors;
+    struct rs_pipe *p;             /* borrowed: the stage's opened instance */
+    struct rs_pipe_doors *doors;   /* borrowed: the stage's doorbells (ipc/stage.h) */
     struct rs_pipe_front front;
     rs_vocab *vocab;
     uint64_t linger_ns;          /* keep a finished request this long for resume */

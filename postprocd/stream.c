@@ -14,10 +14,12 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_logprob.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "postprocd/postd.h"
 
 #define READ_BATCH 256u
-#define US(ns) ((ns) / 1000u)
 
 static struct rs_metrics_block *metrics(struct postd *d)
 {
@@ -35,7 +37,7 @@ void postd_finish_request(struct postd *d, struct rs_table_ref ref, struct rs_pi
     door.u.cancel.slot = ref.index;
     door.u.cancel.gen = ref.gen;
     door.u.cancel.reason = cancel_reason;
-    rs_pipe_door_send(&d->doors, RS_PIPE_STAGE_SCHEDULERD, &door);
+    rs_pipe_door_send(d->doors, RS_PIPE_STAGE_SCHEDULERD, &door);
 }
 
 rs_err postd_read_output(const struct postd *d, struct rs_table_ref ref,
@@ -104,7 +106,7 @@ static rs_err step(struct postd *d, struct rs_table_ref ref, struct rs_pipe_req 
     if (next.n_done == 0)
         postd_cursor_start(d, &next, prev);
     rs_err rc = postd_cursor_feed(d, r, &next, tok, &n_text, &matched);
-    rs_hist_add(&metrics(d)->hist[RS_H_POST_DETOK], US(rs_clock_ns() - t0));
+    rs_hist_add_ns(&metrics(d)->hist[RS_H_POST_DETOK], rs_clock_ns() - t0);
     if (rc == RS_OK && (r->flags & RS_PIPE_F_STREAM)) {
         rc = encode_delta(d, ref, r, c->n_done, tok, n_text);
         if (rc == RS_OK && (rc = postd_send(d, r, now)) != RS_OK)

@@ -12,8 +12,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "ipc/wire_server.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/wire_server.h"
 #include "schedulerd/sched.h"
 
 /* Writes one sequence and its tokens and marks its record; 0 when its tokens could not be read. */
@@ -91,7 +94,7 @@ static int commit(struct sched *s, struct rs_ring_wr *w, struct rs_pipe_batch *b
     b->planned_ns = rs_clock_ns();
     uint64_t plan_ns = b->planned_ns - t0;
     rs_gauge_set(&s->m->counter[RS_M_SCH_PLAN_NS_LAST], plan_ns);
-    rs_hist_add(&s->m->hist[RS_H_SCH_PLAN], plan_ns / 1000);
+    rs_hist_add_ns(&s->m->hist[RS_H_SCH_PLAN], plan_ns);
     sched_gauges(s); /* before the commit: whoever sees the batch sees the KV figures of its plan */
     rs_err rc = rs_ring_commit(s->p->batches, w, id,
                                (uint32_t)rs_pipe_batch_bytes(s->n_flight, n_tokens));

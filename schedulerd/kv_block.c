@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_kv.h"
 #include "schedulerd/sched.h"
 
 #define META_VALID 1ull

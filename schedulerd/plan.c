@@ -12,8 +12,10 @@
  */
 #include "common/clock.h"
 #include "common/log.h"
-#include "ipc/wire_server.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/wire_server.h"
 #include "schedulerd/sched.h"
 
 static uint32_t min_u32(uint32_t a, uint32_t b)
@@ -174,7 +176,7 @@ static int admit_commit(struct sched *s, uint32_t idx, uint32_t n_hit, uint32_t 
         r->scheduled_ns = now;
         r->n_cached = min_u32(hit_tok, sr->n_prompt);
         if (now > r->accepted_ns && r->accepted_ns != 0)
-            rs_hist_add(&s->m->hist[RS_H_SCH_QUEUE_WAIT], (now - r->accepted_ns) / 1000);
+            rs_hist_add_ns(&s->m->hist[RS_H_SCH_QUEUE_WAIT], now - r->accepted_ns);
     }
     rs_err rc = rs_table_transition(s->p->requests, ref, RS_PIPE_REQ_WAITING,
                                     RS_PIPE_REQ_RUNNING);

@@ -17,6 +17,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_req.h"
 #include "schedulerd/sched.h"
 
 /* The slot whose row names ref, trying the record's run_slot first; SCHED_NONE if none. */

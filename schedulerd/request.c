@@ -13,8 +13,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "ipc/wire_server.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/wire_server.h"
 #include "schedulerd/sched.h"
 
 static struct rs_table_ref ref_of(const struct sched *s, uint32_t idx)

@@ -15,8 +15,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "ipc/wire_server.h"
 #include "ipc/failpoint.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
+#include "ipc/wire_server.h"
 #include "schedulerd/sched.h"
 
 static void apply_row(struct sched *s, const struct rs_pipe_result *res,
@@ -115,7 +118,7 @@ static int apply(struct sched *s, const struct rs_pipe_result *res)
                    res->launcher_inc);
     uint64_t now = rs_clock_ns();
     if (now > s->inflight_ns)
-        rs_hist_add(&s->m->hist[RS_H_SCH_STEP], (now - s->inflight_ns) / 1000);
+        rs_hist_add_ns(&s->m->hist[RS_H_SCH_STEP], now - s->inflight_ns);
     int rc = finish_flight(s);
     rs_gauge_set(&s->m->counter[RS_M_SCH_APPLIED_NS_LAST], rs_clock_ns());
     return rc;

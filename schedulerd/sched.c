@@ -12,6 +12,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "schedulerd/sched.h"
 
 #define RESCAN_NS 10000000ull /* the loop's tick */

@@ -14,8 +14,8 @@
 
 #include <stdint.h>
 
-#include "ipc/pipeline.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_kv.h"
 
 #define SCHED_NONE UINT32_MAX
 

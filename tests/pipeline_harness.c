@@ -20,6 +20,10 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/gguf_facts.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/role.h"
 
 static const char *const stage_bin[RS_PIPE_N_STAGES] = {
@@ -508,6 +512,8 @@ int rs_harness_audit(struct rs_harness *h, struct rs_harness_audit *a)
     }
     struct rs_arena_stats st;
     audit_table(v, a);
+    if (rs_pipe_req_check(v, NULL) != RS_OK)
+        a->checks_failed++;
     if (rs_arena_check(v->tokens, &st) != RS_OK)
         a->checks_failed++;
     a->chunks_reserved = st.n_reserved;
@@ -530,4 +536,11 @@ int rs_harness_audit(struct rs_harness *h, struct rs_harness_audit *a)
            audit_finding(a->stale_owners, "things held by fenced incarnations") +
            audit_finding(a->roles_bad, "stages not READY in their process") +
            audit_finding(a->checks_failed, "failed invariant checks");
+}
+
+rs_err rs_harness_config_resolve(struct rs_pipe_config *c, char *err, size_t err_len)
+{
+    struct rs_gguf_facts m;
+    rs_err rc = rs_gguf_facts_read(c->model_path, &m, err, err_len);
+    return rc == RS_OK ? rs_pipe_config_resolve(c, &m, err, err_len) : rc;
 }

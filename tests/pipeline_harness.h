@@ -145,4 +145,11 @@ struct rs_harness_audit {
  */
 int rs_harness_audit(struct rs_harness *h, struct rs_harness_audit *a);
 
+/*
+ * Completes c for a test or bench that opens the instance itself, as a
+ * daemon does: reads the facts of c->model_path (common/gguf_facts.h) and
+ * resolves c with them. RS_OK, or the error with err naming it. Any thread.
+ */
+rs_err rs_harness_config_resolve(struct rs_pipe_config *c, char *err, size_t err_len);
+
 #endif

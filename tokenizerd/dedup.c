@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/pipeline_req.h"
 #include "tokenizerd/tokd.h"
 
 #define NIL UINT32_MAX

@@ -12,6 +12,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/pipeline_config.h"
+#include "ipc/pipeline_metrics.h"
 #include "tokenizerd/tokd.h"
 
 void tokd_send(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A generate request into a committed request record (wave-2 contract step
- * 1): validate, deduplicate by (client, request id), tokenize with the
+ * A generate request into a committed request record (pipeline_req.h,
+ * CLAIMED -> WAITING): validate, deduplicate by (client, request id), tokenize with the
  * model's vocab, claim a record (full table = "overloaded"), fill the intake
  * fields, write the prompt into the token arena, publish WAITING, acknowledge
  * and ring schedulerd. Each step before the publish may be lost to a crash:
@@ -15,22 +15,24 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "tokenizerd/tokd.h"
 
-#define US(ns) ((ns) / 1000u)
 
 static void metric(struct tokd *t, unsigned i, uint64_t n)
 {
     rs_counter_add(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].counter[i], n);
 }
 
+/* 63 random bits: a seed the server picks stays a plain integer in JSON (common/json.h). */
 static uint64_t pick_seed(void)
 {
     uint64_t seed;
     if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == (ssize_t)sizeof(seed))
-        return seed;
+        return seed & INT64_MAX;
     /* Entropy pool not ready (early boot): any value serves, the ack reports it. */
-    return rs_clock_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+    return (rs_clock_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid()) & INT64_MAX;
 }
 
 static void send_ack(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
@@ -63,8 +65,8 @@ static int tokenize_prompt(struct tokd *t, rs_zsock *sock, const struct rs_zsock
     rs_err rc = rs_tokenizer_encode(t->tok, g->prompt.ptr, g->prompt.len,
                                     RS_TOKENIZE_ADD_SPECIAL | RS_TOKENIZE_PARSE_SPECIAL, t->ids,
                                     n_ctx, &n);
-    rs_hist_add(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].hist[RS_H_TOK_TOKENIZE],
-                US(rs_clock_ns() - t0));
+    rs_hist_add_ns(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].hist[RS_H_TOK_TOKENIZE],
+                   rs_clock_ns() - t0);
     if (rc == RS_ERANGE || (rc == RS_OK && n >= n_ctx)) {
         tokd_reply_error(t, sock, peer, m->id, RS_WIRE_PROMPT_TOO_LONG,
                          "prompt is %zu tokens; the model's context is %u tokens, which leaves "
@@ -107,12 +109,9 @@ static void fill_record(struct tokd *t, struct rs_pipe_req *r, int tcp,
     uint32_t room = t->p->cfg.n_ctx - n_prompt;
     r->max_tokens = g->max_tokens != 0 && g->max_tokens < room ? g->max_tokens : room;
     r->priority = g->priority;
-    r->sampling = (struct rs_sampling_params){
-        .temperature = g->temperature, .top_k = g->top_k, .top_p = g->top_p, .min_p = g->min_p,
-        .repetition_penalty = g->repetition_penalty, .presence_penalty = g->presence_penalty,
-        .frequency_penalty = g->frequency_penalty,
-        .seed = (g->has & RS_WIRE_GEN_SEED) ? g->seed : pick_seed(),
-        .n_logprobs = (int32_t)g->logprobs};
+    rs_wire_generate_sampling(g, &r->sampling);
+    if (!(g->has & RS_WIRE_GEN_SEED))
+        r->sampling.seed = pick_seed();
     r->n_stop_ids = g->n_stop_ids;
     for (uint32_t i = 0; i < g->n_stop_ids; i++)
         r->stop_ids[i] = (int32_t)g->stop_ids[i];
@@ -252,12 +251,12 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
         return rc == RS_ESTALE ? RS_ESTALE : RS_OK;
     dedup_insert(t->index, &key, ref);
     send_ack(t, sock, peer, r);
-    rs_pipe_door_ring(&t->doors, RS_PIPE_STAGE_SCHEDULERD, RS_WIRE_DOOR_REQUEST_READY, ref.index,
+    rs_pipe_door_ring(t->doors, RS_PIPE_STAGE_SCHEDULERD, RS_WIRE_DOOR_REQUEST_READY, ref.index,
                       ref.gen);
     metric(t, RS_M_TOK_ACCEPTED, 1);
     metric(t, RS_M_TOK_PROMPT_TOKENS, n_prompt);
-    rs_hist_add(&p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].hist[RS_H_TOK_INTAKE],
-                US(rs_clock_ns() - arrival_ns));
+    rs_hist_add_ns(&p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].hist[RS_H_TOK_INTAKE],
+                   rs_clock_ns() - arrival_ns);
     rs_log_req(RS_LOG_DEBUG, r->handle, RS_LOG_NOID, "accepted '%s': %u prompt tokens, record "
                "%u/%u", r->id, n_prompt, ref.index, ref.gen);
     return RS_OK;
@@ -283,7 +282,7 @@ void tokd_cancel(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_
     door.u.cancel.slot = ref.index;
     door.u.cancel.gen = ref.gen;
     door.u.cancel.reason = RS_WIRE_CANCEL_CLIENT;
-    rs_pipe_door_send(&t->doors, RS_PIPE_STAGE_SCHEDULERD, &door);
+    rs_pipe_door_send(t->doors, RS_PIPE_STAGE_SCHEDULERD, &door);
     metric(t, RS_M_TOK_CANCELS, 1);
     rs_log_req(RS_LOG_INFO, r->handle, RS_LOG_NOID, "client cancelled '%s'%s", r->id,
                set ? "" : " (it had already finished)");

@@ -1,128 +1,72 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tokenizerd: client intake. Parses the shared pipeline options and the
- * client access options, opens the pipeline as the tokenizerd role (a new
- * incarnation fences the previous one), rebuilds its (client, request id)
- * index from the request table, binds the client ROUTER(s) and serves
- * generate / cancel / hello until SIGTERM. The loop sleeps in zmq_poll (a
- * 10 ms tick at most) and never spins. Leaves out everything after the
- * commit: schedulerd, launcherd and postprocd take it from shared memory.
+ * tokenizerd: client intake. Its life (options, the fence, exits) is the
+ * stage skeleton's (ipc/stage.h), which also binds the client ROUTER(s)
+ * from the client access options; here are its hooks: the vocab and
+ * tokenizer before the fence, the (client, request id) index rebuilt from
+ * the request table once the instance is open, and a pass that sleeps in zmq_poll (one tick at
+ * most), serves generate / cancel / hello and reclaims what dead fenced
+ * incarnations held. Leaves out everything after the commit: schedulerd,
+ * launcherd and postprocd take it from shared memory.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
-#include "common/daemon.h"
 #include "common/log.h"
-#include "common/placement.h"
-#include "ipc/rundir.h"
+#include "ipc/stage.h"
 #include "tokenizerd/tokd.h"
 
-#define TICK_MS 10
 #define RECLAIM_MS 2000     /* sweep for what dead fenced incarnations held */
 #define RECLAIM_FULL_MS 250 /* at most this often while the pool is full */
 #define MSGS_PER_PASS 256
 
-struct args {
-    struct rs_pipe_config cfg;
+struct tokenizerd {
+    struct tokd t;
     struct rs_pipe_front_opts front;
-    char rundir[RS_PIPE_FRONT_PATH_MAX];
-    struct rs_place_opts place; /* --cpus / --numa */
+    zmq_pollitem_t items[2];
+    rs_zsock *socks[2];
+    int n_socks;
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: tokenizerd --model PATH [options]\n"
-               "Accepts generate/cancel requests from clients (ipc/PROTOCOL.md), tokenizes them\n"
-               "with the model's vocab and commits them to shared memory for schedulerd.\n\n"
-               "%s\n%s%s  --help                   this text\n",
-            rs_pipe_options_help(), rs_pipe_front_options_help(), rs_place_options_help());
-}
+static struct tokenizerd the_daemon; /* static: a fenced exit leaves it as it is (stage.h) */
 
-/* 0 on success, 2 after printing the problem (or 1 for --help, which exits 0). */
-static int parse_args(int argc, char **argv, struct args *a)
+static rs_err tokenizerd_load(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
-    char err[512];
-    rs_pipe_config_default(&a->cfg);
-    rs_pipe_front_opts_init(&a->front);
-    rs_place_opts_default(&a->place);
-    a->rundir[0] = '\0';
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        int r = rs_pipe_parse_option(&a->cfg, a->rundir, sizeof(a->rundir), argc, argv, &i, err,
-                                     sizeof(err));
-        if (r == 0)
-            r = rs_pipe_front_parse_option(&a->front, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            r = rs_place_parse_option(&a->place, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            snprintf(err, sizeof(err), "unknown option '%s' (see --help)", argv[i]);
-        if (r <= 0) {
-            fprintf(stderr, "tokenizerd: %s\n", err);
-            return 2;
-        }
-    }
-    if (rs_pipe_front_check(&a->front, err, sizeof(err)) != RS_OK) {
-        fprintf(stderr, "tokenizerd: %s\n", err);
-        return 2;
-    }
-    return 0;
-}
-
-/* Everything the loop needs; 0 on success, 1 after logging a fatal error. */
-static int open_all(struct tokd *t, struct args *a, void *zctx)
-{
-    char err[512];
-    rs_err rc = rs_pipe_config_resolve(&a->cfg, err, sizeof(err));
-    if (rc == RS_OK)
-        rc = rs_vocab_load_file(a->cfg.model_path, &t->vocab, err, sizeof(err));
+    struct tokd *t = &((struct tokenizerd *)self)->t;
+    rs_err rc = rs_vocab_load_file(st->args.cfg.model_path, &t->vocab, err, err_len);
     if (rc == RS_OK && (rc = rs_tokenizer_create(t->vocab, &t->tok)) != RS_OK)
-        snprintf(err, sizeof(err), "cannot create the tokenizer: %s", rs_strerror(rc));
-    if (rc == RS_OK)
-        rc = rs_pipe_open(&a->cfg, RS_PIPE_STAGE_TOKENIZERD, &t->p, err, sizeof(err));
-    if (rc == RS_OK && (rc = dedup_create(a->cfg.max_requests, &t->index)) == RS_OK &&
-        (t->ids = malloc(sizeof(int32_t) * a->cfg.n_ctx)) == NULL)
+        snprintf(err, err_len, "cannot create the tokenizer: %s", rs_strerror(rc));
+    return rc;
+}
+
+static rs_err tokenizerd_attach(void *self, struct rs_stage *st, char *err, size_t err_len)
+{
+    struct tokenizerd *d = self;
+    struct tokd *t = &d->t;
+    t->p = st->p;
+    t->doors = &st->doors;
+    rs_err rc = dedup_create(st->args.cfg.max_requests, &t->index);
+    if (rc == RS_OK && (t->ids = malloc(sizeof(int32_t) * st->args.cfg.n_ctx)) == NULL)
         rc = RS_ENOMEM;
-    if (rc == RS_ENOMEM)
-        snprintf(err, sizeof(err), "out of memory");
     if (rc != RS_OK) {
-        rs_log_error("%s", err);
-        return 1;
-    }
-    if (a->rundir[0] == '\0')
-        rs_pipe_default_rundir(a->cfg.instance, a->rundir, sizeof(a->rundir));
-    rc = rs_rundir_prepare(a->rundir, a->front.group[0] ? a->front.group : NULL);
-    if (rc == RS_OK && (rc = rs_pipe_doors_open(&t->doors, zctx, a->rundir,
-                                                RS_PIPE_STAGE_TOKENIZERD)) != RS_OK)
-        snprintf(err, sizeof(err), "doorbells: %s", rs_strerror(rc));
-    else if (rc != RS_OK)
-        snprintf(err, sizeof(err), "runtime directory %s: %s (see above)", a->rundir,
-                 rs_strerror(rc));
-    if (rc == RS_OK)
-        rc = rs_pipe_front_open(&t->front, zctx, a->rundir, RS_PIPE_TOKENIZERD, &a->front, err,
-                                sizeof(err));
-    if (rc != RS_OK) {
-        rs_log_error("%s", err);
-        return 1;
+        snprintf(err, err_len, "out of memory");
+        return rc;
     }
     rs_wire_buf_init(&t->out, RS_WIRE_SERVER_MSG_MAX);
-    return 0;
+    d->n_socks = rs_pipe_front_poll_items(&t->front, d->items, d->socks);
+    uint32_t live = dedup_rebuild(t->index, t->p->requests);
+    rs_log_info("model %s, %u tokens of context, %u vocab, %u requests in flight found",
+                st->args.cfg.model_path, st->args.cfg.n_ctx, st->args.cfg.n_vocab, live);
+    return RS_OK;
 }
 
-static void close_all(struct tokd *t)
+static void tokenizerd_ready(void *self, struct rs_stage *st)
 {
-    rs_pipe_front_close(&t->front);
-    rs_pipe_doors_close(&t->doors);
-    rs_wire_buf_fini(&t->out);
-    free(t->ids);
-    dedup_destroy(&t->index);
-    rs_pipe_close(&t->p);
-    rs_tokenizer_destroy(&t->tok);
-    rs_vocab_destroy(&t->vocab);
+    struct tokenizerd *d = self;
+    (void)st;
+    rs_log_info("serving on %s", rs_zsock_endpoint(d->t.front.ipc));
 }
 
 /*
@@ -147,73 +91,46 @@ static void reclaim(struct tokd *t)
         t->fenced = 1;
 }
 
-/* The serving loop; returns the exit code. */
-static int serve(struct tokd *t)
+static rs_err tokenizerd_pass(void *self, struct rs_stage *st)
 {
-    zmq_pollitem_t items[2];
-    rs_zsock *socks[2] = {t->front.ipc, t->front.tcp};
-    int n = socks[1] != NULL ? 2 : 1;
-    for (int i = 0; i < n; i++)
-        items[i] = (zmq_pollitem_t){.socket = rs_zsock_handle(socks[i]), .events = ZMQ_POLLIN};
-    while (!rs_daemon_should_stop()) {
-        rs_role_heartbeat(t->p->role);
-        rs_daemon_watchdog();
-        if (!rs_role_current(t->p->role))
-            break;
-        reclaim(t);
-        if (t->fenced)
-            break;
-        if (zmq_poll(items, n, TICK_MS) <= 0)
-            continue;
-        for (int i = 0; i < n; i++)
-            if ((items[i].revents & ZMQ_POLLIN) &&
-                tokd_drain(t, socks[i], i == 1, MSGS_PER_PASS) == RS_ESTALE)
+    struct tokenizerd *d = self;
+    struct tokd *t = &d->t;
+    (void)st;
+    reclaim(t);
+    if (!t->fenced && zmq_poll(d->items, d->n_socks, RS_STAGE_TICK_MS) > 0)
+        for (int i = 0; i < d->n_socks; i++)
+            if ((d->items[i].revents & ZMQ_POLLIN) &&
+                tokd_drain(t, d->socks[i], i == 1, MSGS_PER_PASS) == RS_ESTALE)
                 t->fenced = 1;
-        if (t->fenced)
-            break;
-    }
-    if (!rs_daemon_should_stop()) {
-        rs_log_error("fenced: a newer tokenizerd incarnation took over; exiting without "
-                     "touching shared memory");
-        return 1;
-    }
-    return 0;
+    return t->fenced ? RS_ESTALE : RS_OK;
 }
+
+static void tokenizerd_close(void *self)
+{
+    struct tokd *t = &((struct tokenizerd *)self)->t;
+    rs_wire_buf_fini(&t->out);
+    free(t->ids);
+    dedup_destroy(&t->index);
+    rs_tokenizer_destroy(&t->tok);
+    rs_vocab_destroy(&t->vocab);
+}
+
+static const struct rs_stage_def def = {
+    .stage = RS_PIPE_STAGE_TOKENIZERD,
+    .usage = "usage: tokenizerd --model PATH [options]\n"
+             "Accepts generate/cancel requests from clients (ipc/PROTOCOL.md), tokenizes them\n"
+             "with the model's vocab and commits them to shared memory for schedulerd.\n",
+    .place_role = RS_PLACE_OTHER,
+    .front_opts = &the_daemon.front,
+    .front = &the_daemon.t.front,
+    .load = tokenizerd_load,
+    .attach = tokenizerd_attach,
+    .ready = tokenizerd_ready,
+    .pass = tokenizerd_pass,
+    .close = tokenizerd_close,
+};
 
 int main(int argc, char **argv)
 {
-    struct args a;
-    if (rs_daemon_init(RS_PIPE_TOKENIZERD) != RS_OK)
-        return 1;
-    int rc = parse_args(argc, argv, &a);
-    if (rc != 0)
-        return rc == 1 ? 0 : rc;
-    if ((rc = rs_place_daemon("tokenizerd", RS_PLACE_OTHER, &a.place)) != 0)
-        return rc;
-    void *zctx = zmq_ctx_new();
-    struct tokd t;
-    memset(&t, 0, sizeof(t));
-    if (zctx == NULL || open_all(&t, &a, zctx) != 0) {
-        close_all(&t);
-        if (zctx != NULL)
-            zmq_ctx_term(zctx);
-        return 1;
-    }
-    uint32_t live = dedup_rebuild(t.index, t.p->requests);
-    if (rs_role_ready(t.p->role) != RS_OK) {
-        rs_log_error("fenced during start-up");
-        return 1;
-    }
-    rs_daemon_notify_ready();
-    rs_log_info("serving on %s: model %s, %u tokens of context, %u vocab, %u requests in "
-                "flight found", rs_zsock_endpoint(t.front.ipc), a.cfg.model_path, a.cfg.n_ctx,
-                a.cfg.n_vocab, live);
-    rc = serve(&t);
-    if (rc != 0)
-        return rc; /* fenced: leave shared memory to the new incarnation */
-    rs_daemon_notify_stopping();
-    rs_log_info("stopping");
-    close_all(&t);
-    zmq_ctx_term(zctx);
-    return 0;
+    return rs_stage_main(&def, &the_daemon, argc, argv);
 }

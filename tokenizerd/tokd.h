@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tokenizerd's internal interface: the daemon state main.c owns and the
+ * tokenizerd's internal interface: the daemon state main.c's hooks own and the
  * functions of its concept files (dispatch.c: one client message;
  * intake.c: a generate into a request record; dedup.c: the (client,
  * request id) index that makes intake idempotent). Everything here runs on
@@ -14,9 +14,9 @@
 
 #include "common/tokenizer.h"
 #include "common/vocab.h"
-#include "ipc/pipeline.h"
 #include "ipc/pipeline_door.h"
 #include "ipc/pipeline_front.h"
+#include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
 
@@ -70,8 +70,8 @@ struct tokd_opts {
 };
 
 struct tokd {
-    struct rs_pipe *p;
-    struct rs_pipe_doors doors;
+    struct rs_pipe *p;             /* borrowed: the stage's opened instance */
+    struct rs_pipe_doors *doors;   /* borrowed: the stage's doorbells (ipc/stage.h) */
     struct rs_pipe_front front;
     rs_vocab *vocab;
     rs_tokenizer *tok;

@@ -11,7 +11,7 @@
  * those concerns; this is a thin driver of the library).
  */
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/detok.h"
 #include "common/log.h"
+#include "common/opt.h"
 #include "common/tokenizer.h"
 #include "common/vocab.h"
 #include "launcherd/engine/model.h"
@@ -37,23 +38,80 @@ struct args {
     int32_t *pids; /* --prompt-ids parsed (owned; the process exits with it) */
     size_t n_pids;
     uint32_t n, block_size;
-    int threads, isa, print_ids, seed_given;
+    int threads, isa, print_ids;
+    uint32_t seed_given; /* bit 1: --seed was given */
     struct rs_sampling_params sp;
 };
 
-static void usage(FILE *f)
+/* --prompt-ids: comma-separated non-negative ids (the vocab range is checked at load). */
+static int parse_id_list(void *dst, const struct rs_opt *o, const char *s, char *err, size_t len)
 {
-    fprintf(f, "usage: ringserve-generate -m MODEL.gguf [-p PROMPT] [-n N] [--temp T] [--seed S]\n"
-               "         [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--threads N]\n"
-               "         [--block-size B] [--isa auto|avx2|portable] [--ids]\n"
-               "         [--prompt-ids ID,ID,...] [--logits-out FILE]\n"
-               "Generates N tokens (default 256) after the prompt (default: BOS alone) and\n"
-               "prints the text (--ids: the token ids) on stdout; speed goes to stderr.\n"
-               "--prompt-ids: the prompt as token ids, used as given (no BOS added).\n"
-               "--logits-out: writes the logits after every prompt position, float32\n"
-               "little-endian, [n_prompt][n_vocab] row-major.\n"
-               "--temp 0 is greedy (default 0.8). --seed defaults to the time (printed).\n");
+    struct args *a = dst;
+    const char *list = s;
+    size_t n = 1;
+    for (const char *p = s; *p; p++)
+        n += *p == ',';
+    free(a->pids);
+    a->pids = malloc(n * sizeof(int32_t));
+    if (a->pids == NULL)
+        return snprintf(err, len, "--%s: out of memory", o->name), -1;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        long v = s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
+        if (v < 0 || errno != 0 || v > INT32_MAX || (*end != ',' && *end != '\0')) {
+            snprintf(err, len, "--%s '%.40s': expected token ids separated by commas", o->name,
+                     list);
+            return -1;
+        }
+        a->pids[i] = (int32_t)v;
+        s = end + (*end == ',');
+    }
+    a->n_pids = n;
+    a->prompt_ids = list;
+    return 0;
 }
+
+#define A(f) offsetof(struct args, f)
+#define SP(f) offsetof(struct args, sp.f)
+#define REAL(nm, f, h) {.name = nm, .kind = RS_OPT_FLOAT, .off = SP(f), .arg = "F", .help = h}
+
+static const struct rs_opt opts[] = {
+    {.name = "model", .short_name = 'm', .kind = RS_OPT_ARG, .off = A(model),
+     .arg = "MODEL.gguf", .help = "the model (required)"},
+    {.name = "prompt", .short_name = 'p', .kind = RS_OPT_ARG, .off = A(prompt), .arg = "PROMPT",
+     .help = "text before the output (default: BOS alone)"},
+    {.name = "prompt-ids", .kind = RS_OPT_CALL, .parse = parse_id_list, .arg = "ID,ID,...",
+     .help = "the prompt as token ids, used as given (no BOS added;\nexcludes -p)"},
+    {.name = "n", .short_name = 'n', .kind = RS_OPT_U32, .off = A(n), .min = 1, .max = MAX_GEN,
+     .arg = "N", .help = "tokens to generate (default 256)"},
+    REAL("temp", temperature, "temperature; 0 is greedy (default 0.8)"),
+    {.name = "seed", .kind = RS_OPT_U64, .off = SP(seed), .has_bit = 1,
+     .has_off = A(seed_given), .arg = "S", .help = "sampling seed (default: the time, printed)"},
+    {.name = "top-k", .kind = RS_OPT_INT, .off = SP(top_k), .min = 0, .max = INT32_MAX,
+     .arg = "K", .help = "keep the K most likely tokens (0 = off)"},
+    REAL("top-p", top_p, "nucleus sampling, (0, 1]"),
+    REAL("min-p", min_p, "drop tokens below F x the best one's p"),
+    REAL("repeat-penalty", repetition_penalty, "repetition penalty (1 = off)"),
+    {.name = "threads", .kind = RS_OPT_INT, .off = A(threads), .min = 0, .max = 1024,
+     .arg = "N", .help = "model threads (default 0: every CPU)"},
+    {.name = "block-size", .kind = RS_OPT_U32, .off = A(block_size), .min = 1, .max = 65536,
+     .arg = "B", .help = "KV block tokens"},
+    {.name = "isa", .kind = RS_OPT_CHOICE, .off = A(isa), .choices = rs_model_isa_names,
+     .choice_vals = rs_model_isa_values, .arg = "auto|avx2|portable",
+     .help = "CPU kernels (default auto)"},
+    {.name = "ids", .kind = RS_OPT_FLAG, .off = A(print_ids), .val = 1,
+     .help = "print the token ids instead of the text"},
+    {.name = "logits-out", .kind = RS_OPT_ARG, .off = A(logits_out), .arg = "FILE",
+     .help = "write the logits after every prompt position: float32\nlittle-endian, "
+             "[n_prompt][n_vocab] row-major"},
+    {0},
+};
+
+static const char usage[] =
+    "usage: ringserve-generate -m MODEL.gguf [options]\n"
+    "Generates N tokens after the prompt and prints the text (--ids: the token ids)\n"
+    "on stdout; speed goes to stderr.\n";
 
 /* Prints "ringserve-generate: <message>" to stderr; returns -1 for the caller to return. */
 static int errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -69,144 +127,27 @@ static int errorf(const char *fmt, ...)
     return -1;
 }
 
-static int bad(const char *opt, const char *val, const char *why)
-{
-    return errorf("%s '%s': %s", opt, val, why);
-}
-
-/* Whole-string unsigned integer in [lo, hi]. */
-static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (s[0] == '\0' || s[0] == '-' || *end != '\0' || errno != 0)
-        return bad(opt, s, "not an unsigned integer");
-    if (v < lo || v > hi) {
-        char why[96];
-        snprintf(why, sizeof(why), "must be in %llu..%llu", (unsigned long long)lo,
-                 (unsigned long long)hi);
-        return bad(opt, s, why);
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_float(const char *opt, const char *s, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (s[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v))
-        return bad(opt, s, "not a finite number");
-    *out = v;
-    return 0;
-}
-
-enum { O_TEMP = 256, O_SEED, O_TOPK, O_TOPP, O_MINP, O_REP, O_THREADS, O_BS, O_IDS, O_ISA,
-       O_PIDS, O_LOUT };
-
-static int parse_isa(const char *s, int *isa)
-{
-    if (strcmp(s, "auto") == 0)
-        *isa = RS_MODEL_ISA_AUTO;
-    else if (strcmp(s, "avx2") == 0)
-        *isa = RS_MODEL_ISA_AVX2;
-    else if (strcmp(s, "portable") == 0)
-        *isa = RS_MODEL_ISA_PORTABLE;
-    else
-        return bad("--isa", s, "must be auto, avx2 or portable");
-    return 0;
-}
-
-/* --prompt-ids: comma-separated non-negative ids (the vocab range is checked at load). */
-static int parse_id_list(const char *s, struct args *a)
-{
-    size_t n = 1;
-    for (const char *p = s; *p; p++)
-        n += *p == ',';
-    free(a->pids);
-    a->pids = malloc(n * sizeof(int32_t));
-    if (a->pids == NULL)
-        return errorf("out of memory");
-    for (size_t i = 0; i < n; i++) {
-        char *end;
-        errno = 0;
-        long v = s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
-        if (v < 0 || errno != 0 || v > INT32_MAX || (*end != ',' && *end != '\0'))
-            return bad("--prompt-ids", s, "expected token ids separated by commas");
-        a->pids[i] = (int32_t)v;
-        s = end + (*end == ',');
-    }
-    a->n_pids = n;
-    return 0;
-}
-
-/* One option; 0 on success, -1 (message printed) on a bad value. */
-static int apply_opt(int c, const char *v, struct args *a)
-{
-    uint64_t u = 0;
-    int rc = 0;
-    switch (c) {
-    case 'm': a->model = v; break;
-    case 'p': a->prompt = v; break;
-    case 'n': rc = parse_u64("-n", v, 1, MAX_GEN, &u), a->n = (uint32_t)u; break;
-    case O_TEMP: rc = parse_float("--temp", v, &a->sp.temperature); break;
-    case O_SEED: rc = parse_u64("--seed", v, 0, UINT64_MAX, &a->sp.seed), a->seed_given = 1; break;
-    case O_TOPK: rc = parse_u64("--top-k", v, 0, INT32_MAX, &u), a->sp.top_k = (int32_t)u; break;
-    case O_TOPP: rc = parse_float("--top-p", v, &a->sp.top_p); break;
-    case O_MINP: rc = parse_float("--min-p", v, &a->sp.min_p); break;
-    case O_REP: rc = parse_float("--repeat-penalty", v, &a->sp.repetition_penalty); break;
-    case O_THREADS: rc = parse_u64("--threads", v, 0, 1024, &u), a->threads = (int)u; break;
-    case O_BS: rc = parse_u64("--block-size", v, 1, 65536, &u), a->block_size = (uint32_t)u; break;
-    case O_ISA: rc = parse_isa(v, &a->isa); break;
-    case O_IDS: a->print_ids = 1; break;
-    case O_PIDS: a->prompt_ids = v, rc = parse_id_list(v, a); break;
-    case O_LOUT: a->logits_out = v; break;
-    default: return -1;
-    }
-    return rc;
-}
-
+/* -1 to run, else the exit code. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
-    static const struct option lo[] = {
-        {"model", 1, 0, 'm'},       {"prompt", 1, 0, 'p'},          {"n", 1, 0, 'n'},
-        {"temp", 1, 0, O_TEMP},     {"seed", 1, 0, O_SEED},         {"top-k", 1, 0, O_TOPK},
-        {"top-p", 1, 0, O_TOPP},    {"min-p", 1, 0, O_MINP},        {"threads", 1, 0, O_THREADS},
-        {"repeat-penalty", 1, 0, O_REP}, {"block-size", 1, 0, O_BS}, {"ids", 0, 0, O_IDS},
-        {"isa", 1, 0, O_ISA},       {"prompt-ids", 1, 0, O_PIDS},   {"logits-out", 1, 0, O_LOUT},
-        {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
     memset(a, 0, sizeof(*a));
     a->n = 256;
     a->block_size = RS_KVCACHE_DEFAULT_BLOCK;
     a->isa = RS_MODEL_ISA_AUTO;
     rs_sampling_params_default(&a->sp);
     a->sp.temperature = 0.8f;
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:p:n:h", lo, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            exit(0);
-        }
-        if (c == '?' || c == ':') {
-            return errorf("%s option '%s'", c == ':' ? "missing value for" : "unknown",
-                          argv[optind - 1]);
-        }
-        if (apply_opt(c, optarg, a) != 0)
-            return -1;
-    }
-    if (optind < argc)
-        return bad("argument", argv[optind], "unexpected (the prompt goes after -p)");
-    if (a->model == NULL)
-        return errorf("-m MODEL.gguf is required");
-    if (a->prompt != NULL && a->prompt_ids != NULL)
-        return errorf("-p and --prompt-ids exclude each other");
+    struct rs_opt_group g = {NULL, opts, a, NULL};
+    int code = rs_opt_main("ringserve-generate", usage, &g, 1, argc, argv, 0, NULL);
+    if (code >= 0)
+        return code;
     char err[256];
+    if (a->model == NULL)
+        return errorf("-m MODEL.gguf is required"), EXIT_USAGE;
+    if (a->prompt != NULL && a->prompt_ids != NULL)
+        return errorf("-p and --prompt-ids exclude each other"), EXIT_USAGE;
     if (rs_sampling_params_validate(&a->sp, err, sizeof(err)) != RS_OK)
-        return errorf("%s", err);
-    return 0;
+        return errorf("%s", err), EXIT_USAGE;
+    return -1;
 }
 
 /* Everything one run holds; freed by gen_fini. */
@@ -418,10 +359,10 @@ int main(int argc, char **argv)
 {
     rs_log_init("generate");
     struct args a;
-    if (parse_args(argc, argv, &a) != 0) {
-        usage(stderr);
+    int code = parse_args(argc, argv, &a);
+    if (code >= 0) {
         free(a.pids);
-        return EXIT_USAGE;
+        return code;
     }
     if (!a.seed_given)
         a.sp.seed = (uint64_t)time(NULL);

@@ -12,7 +12,7 @@
  * converted or generated tensors are held in memory until the file is written).
  */
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,13 +23,16 @@
 
 #include "common/gguf.h"
 #include "common/log.h"
+#include "common/opt.h"
 #include "common/quant.h"
 
 #define EXIT_USAGE 2
 #define BYTE_VOCAB 258   /* 256 byte tokens + <s> + </s> */
 #define MAX_DIM (1 << 20)
 #define MAX_LAYERS 4096
-#define WEIGHT_STD 0.02f /* GPT-2/llama initialisation scale: activations stay O(1) */
+/* GPT-2/llama initialisation scale: activations stay O(1); the text is for --help. */
+#define WEIGHT_STD 0.02f
+#define WEIGHT_STD_TEXT "0.02"
 #define MAX_THREADS 256
 
 /* llama.cpp's llama_ftype values for general.file_type. */
@@ -92,7 +95,7 @@ struct opts {
     enum rs_ggml_type type;
     int mix_k_m;     /* q4_k_m / q5_k_m: Q6_K where llama.cpp's _M mixes put it */
     long threads;    /* quantizing threads; 0 = every online CPU */
-    int shape_given; /* any of the shape options, which --convert forbids */
+    uint32_t shape_given; /* any of the shape options (bit 1), which --convert forbids */
 };
 
 /* A tensor being written: its buffer is owned here until the file is out. */
@@ -110,30 +113,14 @@ struct tensor_list {
     size_t n, cap;
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: ringserve-mkmodel -o OUT.gguf --dim D --layers L --heads H [--kv-heads K]\n"
-            "                         --ffn F --vocab V [--ctx C] [--arch NAME]\n"
-            "                         [--head-dim D] [--swa W] [--softcap ATTN,FINAL]\n"
-            "                         [--norm-std S]\n"
-            "                         [--type f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q5_k|q5_k_m|q6_k]\n"
-            "                         [--tied] [--rope-base B] [--vocab-from FILE.gguf]\n"
-            "                         [--seed S] [--vocab-only] [--threads N]\n"
-            "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type TYPE [--threads N]\n"
-            "--threads: quantizing threads (default: every online CPU; same bytes either way).\n"
-            "--arch: llama (default), qwen2, qwen3, gemma2, gemma3 or phi3: the tensors and\n"
-            "keys llama.cpp expects for it. --head-dim: attention.key_length (default\n"
-            "dim / heads). --swa: the sliding window (gemma2 4096, gemma3 1024, phi3 2047).\n"
-            "--softcap: gemma2's attention and final logit soft-caps (default 50,30).\n"
-            "--rope-base defaults to the family's usual base (1e6 for qwen2/qwen3/gemma3).\n"
-            "Random weights: approximately normal, std %.2f, from --seed (default 0); norms 1,\n"
-            "or 1 + N(0, S) with --norm-std S; biases std 0.1.\n"
-            "--vocab may be omitted with --vocab-from (it must then equal that vocab's size).\n"
-            "--vocab-only writes the metadata and vocab but no tensors (for tokenizer tests).\n"
-            "Without --vocab-from: 256 byte tokens, <s>, </s>, then <unused_N> up to --vocab.\n",
-            (double)WEIGHT_STD);
-}
+static const char usage_text[] =
+    "usage: ringserve-mkmodel -o OUT.gguf --dim D --layers L --heads H [--kv-heads K]\n"
+    "                         --ffn F --vocab V [--arch NAME] [options]\n"
+    "       ringserve-mkmodel --convert IN.gguf -o OUT.gguf --type TYPE [--threads N]\n"
+    "Random weights: approximately normal, std " WEIGHT_STD_TEXT ", from --seed (default 0);\n"
+    "norms 1, or 1 + N(0, S) with --norm-std S; biases std 0.1.\n"
+    "--vocab may be omitted with --vocab-from (it must then equal that vocab's size).\n"
+    "Without --vocab-from: 256 byte tokens, <s>, </s>, then <unused_N> up to --vocab.\n";
 
 static int bad_arg(const char *fmt, const char *what)
 {
@@ -141,17 +128,6 @@ static int bad_arg(const char *fmt, const char *what)
     fprintf(stderr, fmt, what);
     fprintf(stderr, "\n(run with --help for usage)\n");
     return EXIT_USAGE;
-}
-
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
-        return 0;
-    *out = v;
-    return 1;
 }
 
 static int parse_type(const char *s, struct opts *o)
@@ -191,98 +167,129 @@ static uint32_t file_type_of(const struct opts *o)
     }
 }
 
-enum {
-    OPT_DIM = 256, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS, OPT_FFN, OPT_VOCAB, OPT_CTX, OPT_TYPE,
-    OPT_TIED, OPT_ROPE_BASE, OPT_VOCAB_FROM, OPT_SEED, OPT_CONVERT, OPT_VOCAB_ONLY, OPT_THREADS,
-    OPT_ARCH, OPT_HEAD_DIM, OPT_SWA, OPT_SOFTCAP, OPT_NORM_STD
+static int parse_type_opt(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
+{
+    (void)o;
+    if (parse_type(v, dst))
+        return 0;
+    snprintf(err, len, "--type '%.40s': expected f32, f16, bf16, q8_0, q4_0, q4_k, q4_k_m, "
+             "q5_k, q5_k_m or q6_k", v);
+    return -1;
+}
+
+static int parse_rope_base(void *dst, const struct rs_opt *o, const char *v, char *err,
+                           size_t len)
+{
+    char *end;
+    float b = strtof(v, &end);
+    if (end == v || *end != '\0' || !isfinite(b) || b <= 1.0f) {
+        snprintf(err, len, "--%s '%.40s': expected a finite number > 1", o->name, v);
+        return -1;
+    }
+    ((struct opts *)dst)->rope_base = b;
+    return 0;
+}
+
+/* Decimal, or 0x... hexadecimal. */
+static int parse_seed(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
+{
+    char *end;
+    errno = 0;
+    unsigned long long s = strtoull(v, &end, 0);
+    if (errno != 0 || end == v || *end != '\0' || v[0] == '-') {
+        snprintf(err, len, "--%s '%.40s': expected a non-negative integer", o->name, v);
+        return -1;
+    }
+    ((struct opts *)dst)->seed = s;
+    return 0;
+}
+
+/* --arch: a name of ARCHS. */
+static int parse_arch(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
+{
+    for (size_t i = 0; i < N_ARCHS; i++)
+        if (strcmp(v, ARCHS[i].name) == 0)
+            return ((struct opts *)dst)->arch = &ARCHS[i], 0;
+    snprintf(err, len, "--%s '%.40s': expected llama, qwen2, qwen3, gemma2, gemma3 or phi3",
+             o->name, v);
+    return -1;
+}
+
+/* --softcap ATTN,FINAL: gemma2's two soft-caps, both positive and finite. */
+static int parse_softcap(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
+{
+    struct opts *d = dst;
+    float a, f;
+    char tail;
+    if (sscanf(v, "%f,%f%c", &a, &f, &tail) != 2 || !(a > 0) || !(f > 0) || !isfinite(a) ||
+        !isfinite(f)) {
+        snprintf(err, len, "--%s '%.40s': expected two positive numbers ATTN,FINAL", o->name, v);
+        return -1;
+    }
+    d->softcap_attn = a;
+    d->softcap_final = f;
+    return 0;
+}
+
+/* --norm-std S: a finite S >= 0. */
+static int parse_norm_std(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
+{
+    char *end;
+    float s = strtof(v, &end);
+    if (end == v || *end != '\0' || !isfinite(s) || s < 0) {
+        snprintf(err, len, "--%s '%.40s': expected a finite number >= 0", o->name, v);
+        return -1;
+    }
+    ((struct opts *)dst)->norm_std = s;
+    return 0;
+}
+
+#define O(f) offsetof(struct opts, f)
+#define SHAPE .has_bit = 1, .has_off = O(shape_given)
+#define DIMS(nm, f, hi, a, h)                                                                    \
+    {.name = nm, .kind = RS_OPT_LONG, .off = O(f), .min = 1, .max = hi, SHAPE, .arg = a,         \
+     .help = h}
+#define CALL(nm, fn, a, h) {.name = nm, .kind = RS_OPT_CALL, .parse = fn, SHAPE, .arg = a, .help = h}
+
+static const struct rs_opt opt_table[] = {
+    {.name = "output", .short_name = 'o', .kind = RS_OPT_ARG, .off = O(out), .arg = "OUT.gguf",
+     .help = "the file to write (required)"},
+    DIMS("dim", dim, MAX_DIM, "D", "embedding width"),
+    DIMS("layers", layers, MAX_LAYERS, "L", "transformer blocks"),
+    DIMS("heads", heads, MAX_DIM, "H", "attention heads"),
+    DIMS("kv-heads", kv_heads, MAX_DIM, "K", "key/value heads (default --heads)"),
+    DIMS("ffn", ffn, MAX_DIM, "F", "feed-forward width"),
+    DIMS("vocab", vocab, 1 << 24, "V", "vocabulary size"),
+    DIMS("ctx", ctx, 1 << 24, "C", "context length (default 2048)"),
+    CALL("arch", parse_arch, "NAME",
+         "llama (default), qwen2, qwen3, gemma2, gemma3 or phi3: the\ntensors and keys "
+         "llama.cpp expects for it"),
+    DIMS("head-dim", head_dim, 1024, "D", "attention.key_length (default dim / heads)"),
+    DIMS("swa", swa, 1 << 24, "W",
+         "sliding window (default gemma2 4096, gemma3 1024, phi3 2047)"),
+    CALL("softcap", parse_softcap, "ATTN,FINAL",
+         "gemma2's attention and final logit soft-caps (default 50,30)"),
+    CALL("norm-std", parse_norm_std, "S", "norm weights 1 + N(0, S) instead of 1"),
+    {.name = "type", .kind = RS_OPT_CALL, .parse = parse_type_opt, .arg = "TYPE",
+     .help = "f32|f16|bf16|q8_0|q4_0|q4_k|q4_k_m|q5_k|q5_k_m|q6_k (default f32)"},
+    {.name = "tied", .kind = RS_OPT_FLAG, .off = O(tied), .val = 1, SHAPE,
+     .help = "no output.weight: the embedding matrix is reused"},
+    CALL("rope-base", parse_rope_base, "B",
+         "RoPE frequency base (default: the family's usual base,\n10000, or 1e6 for "
+         "qwen2/qwen3/gemma3)"),
+    {.name = "vocab-from", .kind = RS_OPT_ARG, .off = O(vocab_from), SHAPE, .arg = "FILE.gguf",
+     .help = "copy the vocab of FILE instead of the byte-level one"},
+    {.name = "seed", .kind = RS_OPT_CALL, .parse = parse_seed, .arg = "S",
+     .help = "random weights' seed (default 0)"},
+    {.name = "vocab-only", .kind = RS_OPT_FLAG, .off = O(vocab_only), .val = 1, SHAPE,
+     .help = "metadata and vocab, no tensors (for tokenizer tests)"},
+    {.name = "convert", .kind = RS_OPT_ARG, .off = O(convert), .arg = "IN.gguf",
+     .help = "re-encode IN's tensors as --type (only -o and --type apply)"},
+    {.name = "threads", .kind = RS_OPT_LONG, .off = O(threads), .min = 1, .max = MAX_THREADS,
+     .arg = "N",
+     .help = "quantizing threads (default: every online CPU; same bytes\neither way)"},
+    {0},
 };
-
-/* Numeric shape options: option id, flag name, field, minimum, maximum. */
-static long *shape_field(struct opts *o, int id, const char **name, long *max)
-{
-    *max = MAX_DIM;
-    switch (id) {
-    case OPT_DIM: *name = "--dim"; return &o->dim;
-    case OPT_LAYERS: *name = "--layers"; *max = MAX_LAYERS; return &o->layers;
-    case OPT_HEADS: *name = "--heads"; return &o->heads;
-    case OPT_KV_HEADS: *name = "--kv-heads"; return &o->kv_heads;
-    case OPT_FFN: *name = "--ffn"; return &o->ffn;
-    case OPT_VOCAB: *name = "--vocab"; *max = 1 << 24; return &o->vocab;
-    case OPT_CTX: *name = "--ctx"; *max = 1 << 24; return &o->ctx;
-    case OPT_HEAD_DIM: *name = "--head-dim"; *max = 1024; return &o->head_dim;
-    case OPT_SWA: *name = "--swa"; *max = 1 << 24; return &o->swa;
-    default: return NULL;
-    }
-}
-
-/* The architecture options: --arch, --softcap, --norm-std. */
-static int parse_arch_opt(struct opts *o, int id, const char *arg)
-{
-    char *end;
-    o->shape_given = 1;
-    switch (id) {
-    case OPT_ARCH:
-        for (size_t i = 0; i < N_ARCHS; i++)
-            if (strcmp(arg, ARCHS[i].name) == 0)
-                return o->arch = &ARCHS[i], 0;
-        return bad_arg("--arch '%s': expected llama, qwen2, qwen3, gemma2, gemma3 or phi3", arg);
-    case OPT_SOFTCAP:
-        if (sscanf(arg, "%f,%f", &o->softcap_attn, &o->softcap_final) != 2 ||
-            !(o->softcap_attn > 0) || !(o->softcap_final > 0) || !isfinite(o->softcap_attn) ||
-            !isfinite(o->softcap_final))
-            return bad_arg("--softcap '%s': expected two positive numbers ATTN,FINAL", arg);
-        return 0;
-    case OPT_NORM_STD:
-        o->norm_std = strtof(arg, &end);
-        if (end == arg || *end != '\0' || !isfinite(o->norm_std) || o->norm_std < 0)
-            return bad_arg("--norm-std '%s': expected a finite number >= 0", arg);
-        return 0;
-    default: return EXIT_USAGE;
-    }
-}
-
-static int parse_opt(struct opts *o, int id, const char *arg)
-{
-    const char *name;
-    long max;
-    long *field = shape_field(o, id, &name, &max);
-    if (field != NULL) {
-        o->shape_given = 1;
-        if (!parse_long(arg, 1, max, field))
-            return fprintf(stderr, "ringserve-mkmodel: %s '%s': expected an integer in 1..%ld\n",
-                           name, arg, max), EXIT_USAGE;
-        return 0;
-    }
-    char *end;
-    switch (id) {
-    case OPT_TYPE:
-        if (!parse_type(arg, o))
-            return bad_arg("--type '%s': expected f32, f16, bf16, q8_0, q4_0, q4_k, q4_k_m, "
-                           "q5_k, q5_k_m or q6_k", arg);
-        return 0;
-    case OPT_TIED: o->tied = 1; o->shape_given = 1; return 0;
-    case OPT_ROPE_BASE:
-        o->rope_base = strtof(arg, &end);
-        o->shape_given = 1;
-        if (end == arg || *end != '\0' || !isfinite(o->rope_base) || o->rope_base <= 1.0f)
-            return bad_arg("--rope-base '%s': expected a finite number > 1", arg);
-        return 0;
-    case OPT_VOCAB_FROM: o->vocab_from = arg; o->shape_given = 1; return 0;
-    case OPT_SEED:
-        errno = 0;
-        o->seed = strtoull(arg, &end, 0);
-        if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-')
-            return bad_arg("--seed '%s': expected a non-negative integer", arg);
-        return 0;
-    case OPT_CONVERT: o->convert = arg; return 0;
-    case OPT_VOCAB_ONLY: o->vocab_only = 1; o->shape_given = 1; return 0;
-    case OPT_THREADS:
-        if (!parse_long(arg, 1, MAX_THREADS, &o->threads))
-            return bad_arg("--threads '%s': expected an integer in 1..256", arg);
-        return 0;
-    default: return parse_arch_opt(o, id, arg);
-    }
-}
 
 /* Shape rules the llama forward pass relies on. */
 static int check_shape(const struct opts *o)
@@ -308,40 +315,18 @@ static int check_shape(const struct opts *o)
     return 0;
 }
 
+/* 0 to run, -1 after --help, EXIT_USAGE after printing a refusal. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    static const struct option longopts[] = {
-        {"dim", 1, 0, OPT_DIM},       {"layers", 1, 0, OPT_LAYERS},
-        {"heads", 1, 0, OPT_HEADS},   {"kv-heads", 1, 0, OPT_KV_HEADS},
-        {"ffn", 1, 0, OPT_FFN},       {"vocab", 1, 0, OPT_VOCAB},
-        {"ctx", 1, 0, OPT_CTX},       {"type", 1, 0, OPT_TYPE},
-        {"tied", 0, 0, OPT_TIED},     {"rope-base", 1, 0, OPT_ROPE_BASE},
-        {"vocab-from", 1, 0, OPT_VOCAB_FROM}, {"seed", 1, 0, OPT_SEED},
-        {"convert", 1, 0, OPT_CONVERT}, {"vocab-only", 0, 0, OPT_VOCAB_ONLY},
-        {"threads", 1, 0, OPT_THREADS},
-        {"arch", 1, 0, OPT_ARCH},     {"head-dim", 1, 0, OPT_HEAD_DIM},
-        {"swa", 1, 0, OPT_SWA},       {"softcap", 1, 0, OPT_SOFTCAP},
-        {"norm-std", 1, 0, OPT_NORM_STD},
-        {"output", 1, 0, 'o'},
-        {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
-    *o = (struct opts){.ctx = 2048, .type = RS_GGML_F32,
-                       .arch = &ARCHS[0], .softcap_attn = 50.0f, .softcap_final = 30.0f};
-    int c, rc;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
-        if (c == 'h')
-            return usage(stdout), -1;
-        if (c == 'o')
-            o->out = optarg;
-        else if (c == '?')
-            return bad_arg("unknown option '%s'", argv[optind - 1]);
-        else if (c == ':')
-            return bad_arg("option '%s' needs a value", argv[optind - 1]);
-        else if ((rc = parse_opt(o, c, optarg)) != 0)
-            return rc;
-    }
-    if (optind < argc)
-        return bad_arg("unexpected argument '%s'", argv[optind]);
+    *o = (struct opts){.ctx = 2048, .type = RS_GGML_F32, .arch = &ARCHS[0],
+                       .softcap_attn = 50.0f, .softcap_final = 30.0f};
+    struct rs_opt_group g = {NULL, opt_table, o, NULL};
+    char err[300];
+    int r = rs_opt_parse(&g, 1, argc, argv, 0, NULL, err, sizeof(err));
+    if (r == RS_OPT_HELP)
+        return rs_opt_help(stdout, usage_text, &g, 1), -1;
+    if (r != RS_OPT_OK)
+        return bad_arg("%s", err);
     if (o->out == NULL)
         return bad_arg("%s", "-o OUT.gguf is required");
     if (o->convert != NULL)

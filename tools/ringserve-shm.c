@@ -21,21 +21,23 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/opt.h"
 #include "ipc/arena.h"
 #include "ipc/ring.h"
 #include "ipc/role.h"
 #include "ipc/shm.h"
-#include "ipc/shm_impl.h"
 #include "ipc/table.h"
+
+static const char usage_text[] = "usage: ringserve-shm list\n"
+                                 "       ringserve-shm show NAME\n"
+                                 "       ringserve-shm rm NAME\n"
+                                 "NAME is a segment name, with or without its leading '/'.\n";
 
 static int usage(const char *msg)
 {
     if (msg != NULL)
         fprintf(stderr, "ringserve-shm: %s\n", msg);
-    fprintf(stderr, "usage: ringserve-shm list\n"
-                    "       ringserve-shm show NAME\n"
-                    "       ringserve-shm rm NAME\n"
-                    "NAME is a segment name, with or without its leading '/'.\n");
+    rs_opt_help(stderr, usage_text, NULL, 0);
     return 2;
 }
 
@@ -80,32 +82,12 @@ static double now_realtime_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void read_boot(char out[40])
+/* The header of segment /<ent> if it is one of ours (rs_shm_peek). */
+static int read_header(const char *ent, struct rs_shm_info *info)
 {
-    memset(out, 0, 40);
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f != NULL) {
-        if (fgets(out, 40, f) == NULL)
-            out[0] = '\0';
-        fclose(f);
-    }
-    out[strcspn(out, "\n")] = '\0';
-}
-
-/* Reads the header of /dev/shm/<ent> if it is one of ours. */
-static int read_header(const char *ent, struct shm_hdr *h, uint64_t *size)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "/dev/shm/%s", ent);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return 0;
-    struct stat st;
-    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (off_t)SHM_HDR_BYTES &&
-             pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) && h->magic == RS_SHM_MAGIC;
-    *size = (uint64_t)st.st_size;
-    close(fd);
-    return ok;
+    char name[300];
+    snprintf(name, sizeof(name), "/%s", ent);
+    return rs_shm_peek(name, info) == RS_OK;
 }
 
 static int cmd_list(void)
@@ -115,24 +97,21 @@ static int cmd_list(void)
         fprintf(stderr, "ringserve-shm: /dev/shm: %s\n", strerror(errno));
         return 1;
     }
-    static struct shm_hdr h;
-    char boot[40], sz[32], age[32];
-    read_boot(boot);
+    struct rs_shm_info h;
+    char sz[32], age[32];
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        uint64_t size;
-        if (e->d_name[0] == '.' || !read_header(e->d_name, &h, &size))
+        if (e->d_name[0] == '.' || !read_header(e->d_name, &h))
             continue;
         if (n++ == 0)
             printf("%-32s %10s %6s %8s %6s %5s %s\n", "NAME", "SIZE", "EPOCH", "AGE", "STATE",
                    "INCS", "BOOT");
-        human_bytes(size, sz, sizeof(sz));
+        human_bytes(h.size, sz, sizeof(sz));
         human_age(now_realtime_s() - h.created_ns / 1e9, age, sizeof(age));
         printf("/%-31s %10s %6llu %8s %6s %5llu %s\n", e->d_name, sz, (unsigned long long)h.epoch,
-               age, atomic_load(&h.state) == SHM_READY ? "ready" : "init",
-               (unsigned long long)atomic_load(&h.incarnation),
-               strncmp(h.boot_id, boot, 36) == 0 ? "current" : "STALE (earlier boot)");
+               age, h.ready ? "ready" : "init", (unsigned long long)h.incarnations,
+               h.stale_boot ? "STALE (earlier boot)" : "current");
     }
     closedir(d);
     if (n == 0)
@@ -316,16 +295,14 @@ static int cmd_show(const char *name)
 
 static int cmd_rm(const char *name)
 {
-    static struct shm_hdr h;
-    uint64_t size;
-    struct stat st;
-    char path[300];
-    snprintf(path, sizeof(path), "/dev/shm%s", name);
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "ringserve-shm: %s: %s\n", name, strerror(errno));
+    struct rs_shm_info h;
+    rs_err rc = rs_shm_peek(name, &h);
+    if (rc == RS_ENOENT || rc == RS_EIO) {
+        fprintf(stderr, "ringserve-shm: %s: %s\n", name,
+                rc == RS_ENOENT ? "No such file or directory" : "cannot read it");
         return 1;
     }
-    if (!read_header(name + 1, &h, &size)) {
+    if (rc != RS_OK) {
         fprintf(stderr, "ringserve-shm: %s: not a ringserve segment (bad magic or too small); "
                         "not removed\n",
                 name);
@@ -342,19 +319,29 @@ static int cmd_rm(const char *name)
 int main(int argc, char **argv)
 {
     rs_log_init("ringserve-shm");
-    if (argc < 2)
+    char err[256];
+    int first;
+    int r = rs_opt_parse(NULL, 0, argc, argv, RS_OPT_OPERANDS, &first, err, sizeof(err));
+    if (r == RS_OPT_HELP) {
+        rs_opt_help(stdout, usage_text, NULL, 0);
+        return 0;
+    }
+    if (r != RS_OPT_OK)
+        return usage(err);
+    int n = argc - first;
+    if (n < 1)
         return usage(NULL);
-    const char *cmd = argv[1];
+    const char *cmd = argv[first];
     char name[256];
     if (strcmp(cmd, "list") == 0)
-        return argc == 2 ? cmd_list() : usage("list takes no arguments");
+        return n == 1 ? cmd_list() : usage("list takes no arguments");
     if (strcmp(cmd, "show") != 0 && strcmp(cmd, "rm") != 0) {
         fprintf(stderr, "ringserve-shm: unknown command '%s'\n", cmd);
         return usage(NULL);
     }
-    if (argc != 3)
+    if (n != 2)
         return usage("show and rm take exactly one segment name");
-    if (!seg_name(argv[2], name, sizeof(name)))
+    if (!seg_name(argv[first + 1], name, sizeof(name)))
         return usage("a segment name is 1..240 bytes without '/'");
     return strcmp(cmd, "show") == 0 ? cmd_show(name) : cmd_rm(name);
 }

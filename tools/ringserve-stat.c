@@ -11,27 +11,29 @@
  * Exit codes: 0 done, 1 instance not running (or not ready in time), 2 usage.
  */
 #include <errno.h>
-#include <fcntl.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/json.h"
 #include "common/metrics.h"
-#include "ipc/pipeline.h"
-#include "ipc/shm_impl.h"
+#include "common/opt.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 
 #define MAX_REQ_ROWS 4096u
 
 struct opts {
-    char instance[64];
-    unsigned interval_ms;
+    struct rs_pipe_args pipe; /* --instance (the pipeline's option) */
+    const char *instance;     /* pipe.cfg.instance */
+    uint32_t interval_ms;
     int once, json, latency, requests;
-    double wait_ready_s;
+    int wait_ready_s;         /* -1: not given */
 };
 
 /* One stage's role record and figures. */
@@ -59,83 +61,59 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
-static int usage(const char *msg)
-{
-    if (msg != NULL)
-        fprintf(stderr, "ringserve-stat: %s\n", msg);
-    fprintf(stderr,
-            "usage: ringserve-stat [--instance NAME] [--interval MS | --once | --json |\n"
-            "                      --latency-table | --wait-ready SECONDS] [--requests N]\n"
-            "  --instance NAME      the instance (default: default)\n"
-            "  --interval MS        live view refreshed every MS ms (default 1000); Ctrl-C quits\n"
-            "  --once               print the view once\n"
-            "  --json               one JSON object: stages, counters, histograms, requests, KV\n"
-            "  --latency-table      per-stage latency table (count, mean, p50, p90, p99, max)\n"
-            "  --wait-ready SECONDS wait until all four stages are ready and alive (exit 0),\n"
-            "                       else exit 1 naming the stages that are not\n"
-            "  --requests N         request rows to show (default 16; JSON: all, up to %u)\n",
-            MAX_REQ_ROWS);
-    return 2;
-}
+#define OPT(f) offsetof(struct opts, f)
+static const struct rs_opt stat_opts[] = {
+    {.name = "interval", .kind = RS_OPT_U32, .off = OPT(interval_ms), .min = 50, .max = 3600000,
+     .arg = "MS", .help = "live view refreshed every MS ms (default 1000); Ctrl-C quits"},
+    {.name = "once", .kind = RS_OPT_FLAG, .off = OPT(once), .val = 1,
+     .help = "print the view once"},
+    {.name = "json", .kind = RS_OPT_FLAG, .off = OPT(json), .val = 1,
+     .help = "one JSON object: stages, counters, histograms, requests, KV"},
+    {.name = "latency-table", .kind = RS_OPT_FLAG, .off = OPT(latency), .val = 1,
+     .help = "per-stage latency table (count, mean, p50, p90, p99, max)"},
+    {.name = "wait-ready", .kind = RS_OPT_INT, .off = OPT(wait_ready_s), .min = 0, .max = 86400,
+     .arg = "SECONDS",
+     .help = "wait until all four stages are ready and alive (exit 0),\n"
+             "else exit 1 naming the stages that are not"},
+    {.name = "requests", .kind = RS_OPT_INT, .off = OPT(requests), .min = 0, .max = MAX_REQ_ROWS,
+     .arg = "N", .help = "request rows to show (default 16; JSON: all, up to 4096)"},
+    {0},
+};
 
-static int parse_uint(const char *s, unsigned long max, unsigned long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v > max)
-        return 0;
-    *out = v;
-    return 1;
-}
+static const char *const pipe_taken[] = {"instance", NULL};
 
-/* Returns 0 on success, else the exit code (2) after printing usage. */
-static int parse_args(int argc, char **argv, struct opts *o)
+static const char usage[] =
+    "usage: ringserve-stat [--instance NAME] [--interval MS | --once | --json |\n"
+    "                      --latency-table | --wait-ready SECONDS] [--requests N]\n"
+    "A running instance's figures, read from its shared memory. Exit status: 0 done,\n"
+    "1 the instance is not running (or not ready in time), 2 bad usage.\n";
+
+/* Returns 0 to run (or after --help: *done), else the exit code (2) after printing. */
+static int parse_args(int argc, char **argv, struct opts *o, int *done)
 {
+    char err[256];
     memset(o, 0, sizeof(*o));
-    snprintf(o->instance, sizeof(o->instance), "default");
+    rs_pipe_args_init(&o->pipe);
     o->interval_ms = 1000;
     o->requests = -1;
     o->wait_ready_s = -1;
-    int modes = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        unsigned long v;
-        int has_val = i + 1 < argc;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return usage(NULL);
-        if (strcmp(a, "--once") == 0) {
-            o->once = 1, modes++;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = 1, modes++;
-        } else if (strcmp(a, "--latency-table") == 0) {
-            o->latency = 1, modes++;
-        } else if (strcmp(a, "--instance") == 0 && has_val) {
-            char probe[300];
-            a = argv[++i];
-            if (strlen(a) >= sizeof(o->instance) || rs_shm_name(a, probe, sizeof(probe)) != RS_OK)
-                return usage("--instance: 1..63 characters of [A-Za-z0-9._-]");
-            snprintf(o->instance, sizeof(o->instance), "%s", a);
-        } else if (strcmp(a, "--interval") == 0 && has_val) {
-            if (!parse_uint(argv[++i], 3600000, &v) || v < 50)
-                return usage("--interval: milliseconds, 50..3600000");
-            o->interval_ms = (unsigned)v;
-        } else if (strcmp(a, "--requests") == 0 && has_val) {
-            if (!parse_uint(argv[++i], MAX_REQ_ROWS, &v))
-                return usage("--requests: a count, 0..4096");
-            o->requests = (int)v;
-        } else if (strcmp(a, "--wait-ready") == 0 && has_val) {
-            if (!parse_uint(argv[++i], 86400, &v))
-                return usage("--wait-ready: seconds, 0..86400");
-            o->wait_ready_s = (double)v, modes++;
-        } else {
-            char msg[128];
-            snprintf(msg, sizeof(msg), "unknown option or missing value: '%s'", a);
-            return usage(msg);
-        }
+    *done = 0;
+    const struct rs_opt_group g[] = {{NULL, rs_pipe_opts, &o->pipe, pipe_taken},
+                                     {NULL, stat_opts, o, NULL}};
+    int r = rs_opt_parse(g, 2, argc, argv, 0, NULL, err, sizeof(err));
+    o->instance = o->pipe.cfg.instance;
+    if (r == RS_OPT_HELP) {
+        rs_opt_help(stdout, usage, g, 2);
+        *done = 1;
+        return 0;
     }
-    if (modes > 1)
-        return usage("--once, --json, --latency-table and --wait-ready exclude each other");
+    if (r == RS_OPT_OK && o->once + o->json + o->latency + (o->wait_ready_s >= 0) > 1)
+        snprintf(err, sizeof(err), "--once, --json, --latency-table and --wait-ready exclude "
+                 "each other"), r = RS_OPT_ERROR;
+    if (r != RS_OPT_OK) {
+        fprintf(stderr, "ringserve-stat: %s\n", err);
+        return 2;
+    }
     return 0;
 }
 
@@ -146,20 +124,14 @@ enum seg_presence { SEG_ABSENT, SEG_FORMING, SEG_PRESENT };
  * plain messages rather than the attach errors the library logs. */
 static enum seg_presence segment_presence(const char *instance)
 {
-    char name[300], path[320];
+    char name[300];
+    struct rs_shm_info info;
     if (rs_shm_name(instance, name, sizeof(name)) != RS_OK)
         return SEG_ABSENT;
-    snprintf(path, sizeof(path), "/dev/shm%s", name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
+    rs_err rc = rs_shm_peek(name, &info);
+    if (rc == RS_ENOENT)
         return SEG_ABSENT;
-    struct stat st;
-    static struct shm_hdr h;
-    int formed = fstat(fd, &st) == 0 && st.st_size >= (off_t)SHM_HDR_BYTES &&
-                 pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && h.magic == RS_SHM_MAGIC &&
-                 atomic_load_explicit(&h.state, memory_order_acquire) == SHM_READY;
-    close(fd);
-    return formed ? SEG_PRESENT : SEG_FORMING;
+    return rc == RS_OK && info.ready ? SEG_PRESENT : SEG_FORMING;
 }
 
 /* Attaches read-only. RS_OK, or an error with the reason in err. */
@@ -413,128 +385,112 @@ static void print_text(const struct snapshot *s, int rows)
     print_latency(s);
 }
 
-/* --- JSON ------------------------------------------------------------------------------------ */
+/* --- JSON (common/json.h) ------------------------------------------------------------------ */
 
-static void json_str(const char *v)
+static json_t *json_config(const struct rs_pipe_config *c)
 {
-    putchar('"');
-    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            printf("\\%c", *c);
-        else if (*c < 0x20 || *c >= 0x7f)
-            printf("\\u%04x", *c);
-        else
-            putchar(*c);
+    return json_pack("{s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:s}", "model",
+                     rs_json_cstr(c->model_path), "model_bytes", rs_json_u64(c->model_bytes),
+                     "n_vocab", (json_int_t)c->n_vocab, "n_ctx", (json_int_t)c->n_ctx,
+                     "block_size", (json_int_t)c->block_size, "n_kv_blocks",
+                     (json_int_t)c->n_kv_blocks, "max_requests", (json_int_t)c->max_requests,
+                     "max_seqs", (json_int_t)c->max_seqs, "max_batched_tokens",
+                     (json_int_t)c->max_batched_tokens, "prefix_caching", c->prefix_caching != 0,
+                     "policy", c->priority_policy ? "priority" : "fcfs");
+}
+
+static json_t *json_hist(const struct rs_hist *h)
+{
+    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "count",
+                     rs_json_u64(atomic_load_explicit(&h->count, memory_order_relaxed)),
+                     "mean_us", rs_json_real(rs_hist_mean(h), 1), "p50_us",
+                     rs_json_u64(rs_hist_quantile(h, 0.5)), "p90_us",
+                     rs_json_u64(rs_hist_quantile(h, 0.9)), "p99_us",
+                     rs_json_u64(rs_hist_quantile(h, 0.99)), "max_us",
+                     rs_json_u64(atomic_load_explicit(&h->max_us, memory_order_relaxed)));
+}
+
+/* A stage's counters or histograms as one object, by the names of its metric list. */
+static json_t *json_metrics(const struct snapshot *s, int k, int hist)
+{
+    json_t *o = json_object();
+    const struct rs_metrics_block *m = s->st[k].m;
+    for (unsigned i = 0; o != NULL && i < (hist ? RS_METRICS_HISTS : RS_METRICS_COUNTERS); i++) {
+        const char *name = rs_pipe_metric_name((enum rs_pipe_stage)k, hist, i);
+        if (name == NULL)
+            break;
+        rs_json_set(o, name, hist ? json_hist(&m->hist[i]) : rs_json_u64(counter(m, i)));
     }
-    putchar('"');
+    return o;
 }
 
-static void json_config(const struct rs_pipe_config *c)
-{
-    printf("\"config\":{\"model\":");
-    json_str(c->model_path);
-    printf(",\"model_bytes\":%llu,\"n_vocab\":%u,\"n_ctx\":%u,\"block_size\":%u,"
-           "\"n_kv_blocks\":%u,\"max_requests\":%u,\"max_seqs\":%u,\"max_batched_tokens\":%u,"
-           "\"prefix_caching\":%s,\"policy\":\"%s\"}",
-           (unsigned long long)c->model_bytes, c->n_vocab, c->n_ctx, c->block_size, c->n_kv_blocks,
-           c->max_requests, c->max_seqs, c->max_batched_tokens,
-           c->prefix_caching ? "true" : "false", c->priority_policy ? "priority" : "fcfs");
-}
-
-static void json_hist(const struct rs_hist *h)
-{
-    printf("{\"count\":%llu,\"mean_us\":%.1f,\"p50_us\":%llu,\"p90_us\":%llu,\"p99_us\":%llu,"
-           "\"max_us\":%llu}",
-           (unsigned long long)atomic_load_explicit(&h->count, memory_order_relaxed),
-           rs_hist_mean(h), (unsigned long long)rs_hist_quantile(h, 0.5),
-           (unsigned long long)rs_hist_quantile(h, 0.9),
-           (unsigned long long)rs_hist_quantile(h, 0.99),
-           (unsigned long long)atomic_load_explicit(&h->max_us, memory_order_relaxed));
-}
-
-static void json_stage(const struct snapshot *s, int k)
+static json_t *json_stage(const struct snapshot *s, int k)
 {
     const struct stage_view *v = &s->st[k];
     const struct rs_role_info *r = &v->role;
-    double age = hb_age_ms(s, v);
-    printf("{\"name\":\"%s\",\"inc\":%u,\"phase\":\"%s\",\"pid\":%u,\"alive\":%s,"
-           "\"ready\":%s,\"heartbeat_age_ms\":%.1f,\"starts\":%llu,\"restarts\":%llu,"
-           "\"ready_count\":%llu,\"recovery_ms\":%.3f,\"counters\":{",
-           rs_pipe_stage_name((enum rs_pipe_stage)k), r->inc, phase_name(r->phase), r->pid,
-           r->alive ? "true" : "false", r->phase == RS_ROLE_READY && r->alive ? "true" : "false",
-           age, (unsigned long long)r->n_starts,
-           (unsigned long long)(r->n_starts > 0 ? r->n_starts - 1 : 0),
-           (unsigned long long)r->n_ready,
-           r->ready_ns >= r->started_ns && r->ready_ns ? (r->ready_ns - r->started_ns) / 1e6 : -1);
-    for (unsigned i = 0; i < RS_METRICS_COUNTERS; i++) {
-        const char *name = rs_pipe_metric_name((enum rs_pipe_stage)k, 0, i);
-        if (name == NULL)
-            break;
-        printf("%s\"%s\":%llu", i ? "," : "", name, (unsigned long long)counter(v->m, i));
-    }
-    printf("},\"histograms\":{");
-    for (unsigned i = 0; i < RS_METRICS_HISTS; i++) {
-        const char *name = rs_pipe_metric_name((enum rs_pipe_stage)k, 1, i);
-        if (name == NULL)
-            break;
-        printf("%s\"%s\":", i ? "," : "", name);
-        json_hist(&v->m->hist[i]);
-    }
-    printf("}}");
+    double rec = r->ready_ns >= r->started_ns && r->ready_ns ? (r->ready_ns - r->started_ns) / 1e6
+                                                              : -1;
+    return json_pack("{s:s,s:I,s:s,s:I,s:b,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "name",
+                     rs_pipe_stage_name((enum rs_pipe_stage)k), "inc", (json_int_t)r->inc,
+                     "phase", phase_name(r->phase), "pid", (json_int_t)r->pid, "alive",
+                     r->alive != 0, "ready", r->phase == RS_ROLE_READY && r->alive,
+                     "heartbeat_age_ms", rs_json_real(hb_age_ms(s, v), 1), "starts",
+                     rs_json_u64(r->n_starts), "restarts",
+                     rs_json_u64(r->n_starts > 0 ? r->n_starts - 1 : 0), "ready_count",
+                     rs_json_u64(r->n_ready), "recovery_ms", rs_json_real(rec, 3), "counters",
+                     json_metrics(s, k, 0), "histograms", json_metrics(s, k, 1));
 }
 
-static void json_requests(const struct snapshot *s, int rows)
+static json_t *json_requests(const struct snapshot *s, int rows)
 {
-    printf("\"requests\":{\"capacity\":%u,\"free\":%llu,\"intake\":%llu,\"waiting\":%llu,"
-           "\"running\":%llu,\"finished\":%llu,\"list\":[",
-           rs_table_size(s->p->requests), (unsigned long long)s->n_state[0],
-           (unsigned long long)s->n_state[1], (unsigned long long)s->n_state[2],
-           (unsigned long long)s->n_state[3], (unsigned long long)s->n_state[4]);
+    json_t *list = json_array();
     uint32_t cursor = 0, state;
     struct rs_table_ref ref;
     int shown = 0;
-    while (shown < rows && rs_table_next(s->p->requests, &cursor, 0x1cu, &ref, &state) == RS_OK) {
+    while (list != NULL && shown++ < rows &&
+           rs_table_next(s->p->requests, &cursor, 0x1cu, &ref, &state) == RS_OK) {
         const struct rs_pipe_req *r = rs_pipe_req_at(s->p, ref.index);
-        char id[RS_WIRE_ID_MAX + 1];
-        req_id(r, id, sizeof(id));
         uint32_t fw = atomic_load_explicit(&r->finish, memory_order_relaxed);
-        printf("%s{\"index\":%u,\"handle\":%llu,\"id\":\"%s\",\"state\":\"%s\",\"n_prompt\":%u,"
-               "\"n_output\":%u,\"n_sent\":%u,\"finish\":\"%s\",\"n_preempted\":%u}",
-               shown++ ? "," : "", ref.index, (unsigned long long)r->handle, id,
-               req_state_name(state), r->n_prompt, req_out_tokens(s->p, ref, r),
-               rs_pipe_cursor_cur((struct rs_pipe_req *)r)->n_done, finish_name(fw),
-               r->n_preempted);
+        json_array_append_new(
+            list, json_pack("{s:I,s:o,s:o,s:s,s:I,s:I,s:I,s:s,s:I}", "index",
+                            (json_int_t)ref.index, "handle", rs_json_u64(r->handle), "id",
+                            rs_json_text(r->id, strnlen(r->id, RS_WIRE_ID_MAX)), "state",
+                            req_state_name(state), "n_prompt", (json_int_t)r->n_prompt,
+                            "n_output", (json_int_t)req_out_tokens(s->p, ref, r), "n_sent",
+                            (json_int_t)rs_pipe_cursor_cur((struct rs_pipe_req *)r)->n_done,
+                            "finish", finish_name(fw), "n_preempted",
+                            (json_int_t)r->n_preempted));
     }
-    printf("]}");
+    return json_pack("{s:I,s:o,s:o,s:o,s:o,s:o,s:o}", "capacity",
+                     (json_int_t)rs_table_size(s->p->requests), "free",
+                     rs_json_u64(s->n_state[0]), "intake", rs_json_u64(s->n_state[1]), "waiting",
+                     rs_json_u64(s->n_state[2]), "running", rs_json_u64(s->n_state[3]),
+                     "finished", rs_json_u64(s->n_state[4]), "list", list);
 }
 
-static void print_json(const struct snapshot *s, int rows)
+static int print_json(const struct snapshot *s, int rows)
 {
     const struct rs_metrics_block *m = s->st[RS_PIPE_STAGE_SCHEDULERD].m;
-    printf("{\"instance\":");
-    json_str(s->p->cfg.instance);
-    printf(",\"segment\":");
-    json_str(s->shm.name);
-    printf(",\"epoch\":%llu,\"created_unix_ns\":%llu,\"stale_boot\":%s,\"incarnations\":%llu,"
-           "\"ready\":%s,",
-           (unsigned long long)s->shm.epoch, (unsigned long long)s->shm.created_ns,
-           s->shm.stale_boot ? "true" : "false", (unsigned long long)s->shm.incarnations,
-           s->all_ready ? "true" : "false");
-    json_config(&s->p->cfg);
-    printf(",\"stages\":[");
-    for (int k = 0; k < RS_PIPE_N_STAGES; k++) {
-        if (k)
-            putchar(',');
-        json_stage(s, k);
+    json_t *stages = json_array();
+    for (int k = 0; stages != NULL && k < RS_PIPE_N_STAGES; k++)
+        json_array_append_new(stages, json_stage(s, k));
+    json_t *kv = json_pack("{s:I,s:I,s:o,s:o,s:o}", "blocks", (json_int_t)s->p->cfg.n_kv_blocks,
+                           "block_size", (json_int_t)s->p->cfg.block_size, "used",
+                           rs_json_u64(counter(m, RS_M_SCH_KV_USED)), "cached",
+                           rs_json_u64(counter(m, RS_M_SCH_KV_CACHED)), "free",
+                           rs_json_u64(counter(m, RS_M_SCH_KV_FREE)));
+    json_t *o = json_pack("{s:o,s:o,s:o,s:o,s:b,s:o,s:b,s:o,s:o,s:o,s:o}", "instance",
+                          rs_json_cstr(s->p->cfg.instance), "segment", rs_json_cstr(s->shm.name),
+                          "epoch", rs_json_u64(s->shm.epoch), "created_unix_ns",
+                          rs_json_u64(s->shm.created_ns), "stale_boot", s->shm.stale_boot != 0,
+                          "incarnations", rs_json_u64(s->shm.incarnations), "ready",
+                          s->all_ready != 0, "config", json_config(&s->p->cfg), "stages",
+                          stages, "kv", kv, "requests", json_requests(s, rows));
+    if (o == NULL) {
+        fprintf(stderr, "ringserve-stat: out of memory building the JSON\n");
+        return 1;
     }
-    printf(
-        "],\"kv\":{\"blocks\":%u,\"block_size\":%u,\"used\":%llu,\"cached\":%llu,\"free\":%llu},",
-        s->p->cfg.n_kv_blocks, s->p->cfg.block_size,
-        (unsigned long long)counter(m, RS_M_SCH_KV_USED),
-        (unsigned long long)counter(m, RS_M_SCH_KV_CACHED),
-        (unsigned long long)counter(m, RS_M_SCH_KV_FREE));
-    json_requests(s, rows);
-    printf("}\n");
+    return rs_json_print(stdout, o) == 0 ? 0 : 1;
 }
 
 /* --- modes ----------------------------------------------------------------------------------- */
@@ -549,7 +505,7 @@ static void sleep_ms(unsigned ms)
 /* Polls every 50 ms until every stage is ready and alive; 0, or 1 after the deadline. */
 static int wait_ready(const struct opts *o)
 {
-    uint64_t deadline = rs_clock_ns() + (uint64_t)(o->wait_ready_s * 1e9);
+    uint64_t deadline = rs_clock_ns() + (uint64_t)o->wait_ready_s * 1000000000ull;
     char err[512] = "";
     for (;;) {
         struct snapshot s;
@@ -571,7 +527,7 @@ static int wait_ready(const struct opts *o)
                 return 0;
         }
         if (rs_clock_ns() >= deadline || g_stop) {
-            fprintf(stderr, "ringserve-stat: %s (waited %.0f s)\n", err, o->wait_ready_s);
+            fprintf(stderr, "ringserve-stat: %s (waited %d s)\n", err, o->wait_ready_s);
             return 1;
         }
         sleep_ms(50);
@@ -604,8 +560,9 @@ static int live(const struct opts *o)
 int main(int argc, char **argv)
 {
     struct opts o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc != 0)
+    int done;
+    int rc = parse_args(argc, argv, &o, &done);
+    if (rc != 0 || done)
         return rc;
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
@@ -622,11 +579,11 @@ int main(int argc, char **argv)
     }
     snapshot_fill(&s);
     if (o.json)
-        print_json(&s, o.requests < 0 ? (int)MAX_REQ_ROWS : o.requests);
+        rc = print_json(&s, o.requests < 0 ? (int)MAX_REQ_ROWS : o.requests);
     else if (o.latency)
         print_latency(&s);
     else
         print_text(&s, o.requests < 0 ? 16 : o.requests);
     rs_pipe_close(&s.p);
-    return 0;
+    return rc;
 }

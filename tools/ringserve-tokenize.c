@@ -7,12 +7,13 @@
  * encoded losslessly where the vocab allows (byte tokens), with a warning.
  * Leaves out chat templates: it tokenizes exactly the bytes it is given.
  */
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/detok.h"
+#include "common/opt.h"
 #include "common/tokenizer.h"
 #include "common/utf8.h"
 #include "common/vocab.h"
@@ -24,68 +25,48 @@ struct opts {
     int bos, special, decode, info;
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: ringserve-tokenize -m FILE.gguf [--bos] [--special] [--pre NAME] [--decode | "
-            "--info]\n"
-            "Reads UTF-8 text on stdin and prints its token ids on one line, space-separated.\n"
-            "  -m, --model FILE  GGUF model or vocab-only file whose vocab to use\n"
-            "  --bos             prepend the vocab's BOS token (otherwise no BOS/EOS is added)\n"
-            "  --special         control-token text in the input (e.g. <|eot_id|>) becomes that\n"
-            "                    token; with --decode, control tokens print as their text\n"
-            "  --pre NAME        override tokenizer.ggml.pre (byte-level BPE vocabs)\n"
-            "  --decode          read whitespace-separated ids on stdin, print the text\n"
-            "  --info            print the vocab's kind, size and special tokens\n");
-}
+#define OPT(f) offsetof(struct opts, f)
+static const struct rs_opt opt_table[] = {
+    {.name = "model", .short_name = 'm', .kind = RS_OPT_ARG, .off = OPT(model), .arg = "FILE",
+     .help = "GGUF model or vocab-only file whose vocab to use"},
+    {.name = "bos", .kind = RS_OPT_FLAG, .off = OPT(bos), .val = 1,
+     .help = "prepend the vocab's BOS token (otherwise no BOS/EOS is added)"},
+    {.name = "special", .kind = RS_OPT_FLAG, .off = OPT(special), .val = 1,
+     .help = "control-token text in the input (e.g. <|eot_id|>) becomes that\n"
+             "token; with --decode, control tokens print as their text"},
+    {.name = "pre", .kind = RS_OPT_ARG, .off = OPT(pre), .arg = "NAME",
+     .help = "override tokenizer.ggml.pre (byte-level BPE vocabs)"},
+    {.name = "decode", .kind = RS_OPT_FLAG, .off = OPT(decode), .val = 1,
+     .help = "read whitespace-separated ids on stdin, print the text"},
+    {.name = "info", .kind = RS_OPT_FLAG, .off = OPT(info), .val = 1,
+     .help = "print the vocab's kind, size and special tokens"},
+    {0},
+};
 
+static const char usage[] =
+    "usage: ringserve-tokenize -m FILE.gguf [--bos] [--special] [--pre NAME] [--decode | "
+    "--info]\n"
+    "Reads UTF-8 text on stdin and prints its token ids on one line, space-separated.\n";
+
+/* 0 to run, 1 after --help (exit 0), 2 after printing an error. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    static const struct option longopts[] = {
-        {"model", 1, 0, 'm'},  {"bos", 0, 0, 'b'},  {"special", 0, 0, 's'}, {"pre", 1, 0, 'p'},
-        {"decode", 0, 0, 'd'}, {"info", 0, 0, 'i'}, {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
-    int c;
+    char err[256];
+    struct rs_opt_group g = {NULL, opt_table, o, NULL};
     memset(o, 0, sizeof(*o));
-    while ((c = getopt_long(argc, argv, "m:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            o->model = optarg;
-            break;
-        case 'b':
-            o->bos = 1;
-            break;
-        case 's':
-            o->special = 1;
-            break;
-        case 'p':
-            o->pre = optarg;
-            break;
-        case 'd':
-            o->decode = 1;
-            break;
-        case 'i':
-            o->info = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            return 2;
-        }
+    int r = rs_opt_parse(&g, 1, argc, argv, 0, NULL, err, sizeof(err));
+    if (r == RS_OPT_HELP) {
+        rs_opt_help(stdout, usage, &g, 1);
+        return 1;
     }
-    if (optind < argc) {
-        fprintf(stderr, "ringserve-tokenize: unexpected argument '%s' (text is read from stdin)\n",
-                argv[optind]);
-        return 2;
-    }
-    if (o->model == NULL) {
-        fprintf(stderr, "ringserve-tokenize: -m FILE.gguf is required\n");
-        usage(stderr);
-        return 2;
-    }
-    if (o->decode + o->info > 1 || (o->bos && (o->decode || o->info))) {
-        fprintf(stderr, "ringserve-tokenize: --decode, --info and --bos exclude each other\n");
+    if (r == RS_OPT_OK && o->model == NULL)
+        snprintf(err, sizeof(err), "-m FILE.gguf is required (text is read from stdin)"),
+            r = RS_OPT_ERROR;
+    if (r == RS_OPT_OK && (o->decode + o->info > 1 || (o->bos && (o->decode || o->info))))
+        snprintf(err, sizeof(err), "--decode, --info and --bos exclude each other"),
+            r = RS_OPT_ERROR;
+    if (r != RS_OPT_OK) {
+        fprintf(stderr, "ringserve-tokenize: %s\n", err);
         return 2;
     }
     return 0;
@@ -227,7 +208,7 @@ int main(int argc, char **argv)
     struct opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc != 0)
-        return rc;
+        return rc == 1 ? 0 : rc;
     char err[512];
     rs_gguf *g = NULL;
     rs_vocab *v = NULL;

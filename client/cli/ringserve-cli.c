@@ -9,6 +9,7 @@
  * also the client library's reference user. Leaves out chat templates.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "client/options.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/opt.h"
 #include "common/utf8.h"
 
 /* One prompt: text (len bytes, borrowed or owned) or token ids (owned). */
@@ -202,28 +204,6 @@ static int drive(struct run *r)
     return interrupted ? 130 : r->failed ? 1 : 0;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: ringserve-cli [options] [PROMPT...]\n"
-               "Sends a generate request to a running ringserve instance and streams the\n"
-               "generated text to stdout. The prompt is the arguments joined by spaces, or\n"
-               "all of stdin when there are none (read as is: a trailing newline is part of\n"
-               "it); an empty prompt is BOS alone. Exit status: 0 when every request ended\n"
-               "normally, 1 when one failed (the reason goes to stderr), 2 for bad options.\n\n"
-               "%s\nprompt and output:\n"
-               "  --prompt-ids ID,...      token ids instead of text (no BOS added)\n"
-               "  --prompt-file FILE       one prompt per line (UTF-8)\n"
-               "  --n N                    send each prompt N times (default 1)\n"
-               "  --concurrency C          at most C requests in flight (default 1)\n"
-               "  --id ID                  request id (with several requests: ID-<k>)\n"
-               "  --json                   one JSON object per request and line: text, token\n"
-               "                           ids, finish_reason, usage, server and client timings\n"
-               "                           (per-token arrival times), seed, logprobs\n"
-               "  -v, --verbose            log reconnections and resends to stderr\n"
-               "  -h, --help               this text\n\n%s",
-            rs_client_gen_help(), rs_client_conn_help());
-}
-
 /* Reads all of f into a new buffer (*out, NUL-terminated) of *len bytes; 0 or -1. */
 static int read_all(FILE *f, char **out, size_t *len)
 {
@@ -347,70 +327,63 @@ static int load_prompts(struct cli_args *a, int argc, char **argv, int first)
     return 0;
 }
 
-static int own_option(struct cli_args *a, int argc, char **argv, int *i, char *err, size_t len)
-{
-    const char *opt = argv[*i];
-    if (strcmp(opt, "--json") == 0 || strcmp(opt, "-v") == 0 || strcmp(opt, "--verbose") == 0) {
-        *(opt[2] == 'j' ? &a->json : &a->verbose) = 1;
-        return 1;
-    }
-    static const char *const names[] = {"--n", "--concurrency", "--id", "--prompt-file",
-                                        "--prompt-ids"};
-    size_t k = 0;
-    while (k < 5 && strcmp(opt, names[k]) != 0)
-        k++;
-    if (k == 5)
-        return 0;
-    if (*i + 1 >= argc) {
-        snprintf(err, len, "option %s needs a value", opt);
-        return -1;
-    }
-    const char *val = argv[++*i];
-    if (k >= 2) {
-        *(k == 2 ? &a->id : k == 3 ? &a->prompt_file : &a->prompt_ids) = val;
-        return 1;
-    }
-    char *end;
-    unsigned long v = strtoul(val, &end, 10);
-    if (end == val || *end != '\0' || val[0] == '-' || v == 0 || v > 1000000) {
-        snprintf(err, len, "option %s: '%s' is not a count in 1..1000000", opt, val);
-        return -1;
-    }
-    *(k == 0 ? &a->n : &a->concurrency) = (uint32_t)v;
-    return 1;
-}
+#define CLI(f) offsetof(struct cli_args, f)
+#define COUNT(nm, f, h)                                                                          \
+    {.name = nm, .kind = RS_OPT_U32, .off = CLI(f), .min = 1, .max = 1000000, .arg = "N",        \
+     .help = h}
+
+static const struct rs_opt cli_opts[] = {
+    {.name = "prompt-ids", .kind = RS_OPT_ARG, .off = CLI(prompt_ids), .arg = "ID,...",
+     .help = "token ids instead of text (no BOS added)"},
+    {.name = "prompt-file", .kind = RS_OPT_ARG, .off = CLI(prompt_file), .arg = "FILE",
+     .help = "one prompt per line (UTF-8)"},
+    COUNT("n", n, "send each prompt N times (default 1)"),
+    COUNT("concurrency", concurrency, "at most N requests in flight (default 1)"),
+    {.name = "id", .kind = RS_OPT_ARG, .off = CLI(id), .arg = "ID",
+     .help = "request id (with several requests: ID-<k>)"},
+    {.name = "json", .kind = RS_OPT_FLAG, .off = CLI(json), .val = 1,
+     .help = "one JSON object per request and line: text, token\n"
+             "ids, finish_reason, usage, server and client timings\n"
+             "(per-token arrival times), seed, logprobs"},
+    {.name = "verbose", .short_name = 'v', .kind = RS_OPT_FLAG, .off = CLI(verbose), .val = 1,
+     .help = "log reconnections and resends to stderr"},
+    {0},
+};
+
+static const char usage[] =
+    "usage: ringserve-cli [options] [PROMPT...]\n"
+    "Sends a generate request to a running ringserve instance and streams the\n"
+    "generated text to stdout. The prompt is the arguments joined by spaces, or\n"
+    "all of stdin when there are none (read as is: a trailing newline is part of\n"
+    "it); an empty prompt is BOS alone. Options end at the first argument that is\n"
+    "not one (or at --). Exit status: 0 when every request ended normally, 1 when\n"
+    "one failed (the reason goes to stderr), 2 for bad options.\n";
 
 /* 0 parsed, 1 after --help, 2 after printing an error. */
 static int cli_parse(int argc, char **argv, struct cli_args *a)
 {
     char err[512];
-    int i = 1;
+    int first;
     memset(a, 0, sizeof(*a));
     rs_client_gen_args_init(&a->gen);
     rs_client_conn_args_init(&a->conn);
     a->n = a->concurrency = 1;
-    for (; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        if (strcmp(argv[i], "--") == 0 || argv[i][0] != '-' || argv[i][1] == '\0') {
-            i += strcmp(argv[i], "--") == 0;
-            break;
-        }
-        int r = rs_client_gen_parse(&a->gen, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            r = rs_client_conn_parse(&a->conn, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            r = own_option(a, argc, argv, &i, err, sizeof(err));
-        if (r == 0)
-            snprintf(err, sizeof(err), "unknown option '%s' (see --help)", argv[i]);
-        if (r <= 0) {
-            fprintf(stderr, "ringserve-cli: %s\n", err);
-            return 2;
-        }
+    const struct rs_opt_group g[] = {
+        {RS_CLIENT_GEN_TITLE, rs_client_gen_opts, &a->gen, NULL},
+        {"prompt and output", cli_opts, a, NULL},
+        {RS_CLIENT_CONN_TITLE, rs_client_conn_opts, &a->conn, NULL},
+    };
+    int r = rs_opt_parse(g, 3, argc, argv, RS_OPT_OPERANDS | RS_OPT_IN_ORDER, &first, err,
+                         sizeof(err));
+    if (r == RS_OPT_HELP) {
+        rs_opt_help(stdout, usage, g, 3);
+        return 1;
     }
-    return load_prompts(a, argc, argv, i) == 0 ? 0 : 2;
+    if (r != RS_OPT_OK) {
+        fprintf(stderr, "ringserve-cli: %s\n", err);
+        return 2;
+    }
+    return load_prompts(a, argc, argv, first) == 0 ? 0 : 2;
 }
 
 static void cli_args_fini(struct cli_args *a)

@@ -92,7 +92,7 @@ class Event:
 
 
 def default_rundir(instance="default"):
-    """The daemons' default runtime directory (ipc/pipeline.h rs_pipe_default_rundir)."""
+    """The daemons' default runtime directory (ipc/rundir.h rs_rundir_default)."""
     env = os.environ.get("RINGSERVE_RUNDIR")
     if env:
         return env

@@ -257,6 +257,7 @@ static rs_err cuda_sample(void *st, const uint32_t *seq, const struct rs_samplin
 
 const struct rs_backend_ops rs_backend_cuda = {
     .name = "cuda",
+    .caps = RS_BACKEND_CAP_HOST_DMA,
     .load = cuda_load,
     .destroy = cuda_destroy,
     .kv_block_bytes = cuda_kv_block_bytes,

@@ -21,8 +21,13 @@
 #include "launcherd/engine/model.h"
 #include "launcherd/engine/sampler.h"
 
+/* Capabilities (rs_backend_ops.caps): what the daemon around the model may rely on. */
+#define RS_BACKEND_CAP_HOST_DMA 0x1u /* copies host memory to a device: pinned host pages
+                                        (cudaHostRegister of the rings) make them direct */
+
 struct rs_backend_ops {
     const char *name; /* "cpu", "cuda": what rs_model_opts.backend selects */
+    unsigned caps;    /* RS_BACKEND_CAP_* bits */
 
     /*
      * Prepares the model for this backend from a checked description (which

@@ -189,6 +189,14 @@ const char *rs_model_describe(const rs_model *m)
     return m->describe;
 }
 
+const char *const rs_model_isa_names[] = {"auto", "avx2", "portable", NULL};
+const int rs_model_isa_values[] = {RS_MODEL_ISA_AUTO, RS_MODEL_ISA_AVX2, RS_MODEL_ISA_PORTABLE};
+
+int rs_model_host_dma(const rs_model *m)
+{
+    return (m->ops->caps & RS_BACKEND_CAP_HOST_DMA) != 0;
+}
+
 size_t rs_kvcache_block_bytes(const rs_model *m, uint32_t block_size)
 {
     return m->ops->kv_block_bytes(m->state, block_size);

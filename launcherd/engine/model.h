@@ -58,6 +58,10 @@ struct rs_model_hparams {
 #define RS_MODEL_ISA_PORTABLE 0 /* plain C */
 #define RS_MODEL_ISA_AVX2 1     /* AVX2 + FMA + F16C */
 
+/* The --isa names (NULL-terminated) and their RS_MODEL_ISA_* values, for option tables. */
+extern const char *const rs_model_isa_names[];
+extern const int rs_model_isa_values[];
+
 #define RS_MODEL_DEFAULT_MAX_TOKENS 4096 /* rows per step unless set */
 
 struct rs_model_opts {
@@ -106,6 +110,13 @@ const rs_gguf *rs_model_gguf(const rs_model *m);
 
 /* One line naming the backend, kernel variant and thread count, e.g. "cpu avx2 2 threads". */
 const char *rs_model_describe(const rs_model *m);
+
+/*
+ * 1 when the loaded backend copies host memory to a device, so host pages
+ * it reads (the shared-memory rings) are worth pinning for DMA
+ * (backend.h RS_BACKEND_CAP_HOST_DMA); 0 for the CPU backend. Any thread.
+ */
+int rs_model_host_dma(const rs_model *m);
 
 /* --- paged KV cache ----------------------------------------------------------------------- */
 

@@ -23,7 +23,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,44 +49,6 @@ struct rs_sampler {
     uint32_t *count; /* (n_vocab) occurrences in the output; all zero between calls */
     uint32_t stamp;
 };
-
-void rs_sampling_params_default(struct rs_sampling_params *p)
-{
-    *p = (struct rs_sampling_params){.temperature = 0.0f, .top_k = 0, .top_p = 1.0f,
-                                     .min_p = 0.0f, .repetition_penalty = 1.0f,
-                                     .presence_penalty = 0.0f, .frequency_penalty = 0.0f,
-                                     .seed = 0, .n_logprobs = 0};
-}
-
-static rs_err bad(char *err, size_t err_len, const char *field, double v, const char *rule)
-{
-    if (err != NULL && err_len > 0)
-        snprintf(err, err_len, "%s = %g: %s", field, v, rule);
-    return RS_EINVAL;
-}
-
-rs_err rs_sampling_params_validate(const struct rs_sampling_params *p, char *err, size_t err_len)
-{
-    if (!isfinite(p->temperature) || p->temperature < 0.0f)
-        return bad(err, err_len, "temperature", p->temperature, "must be finite and >= 0");
-    if (p->top_k < 0)
-        return bad(err, err_len, "top_k", p->top_k, "must be >= 0 (0 = off)");
-    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return bad(err, err_len, "top_p", p->top_p, "must be in (0, 1]");
-    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
-        return bad(err, err_len, "min_p", p->min_p, "must be in [0, 1]");
-    if (!isfinite(p->repetition_penalty) || p->repetition_penalty <= 0.0f)
-        return bad(err, err_len, "repetition_penalty", p->repetition_penalty,
-                   "must be finite and > 0 (1 = off)");
-    if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f))
-        return bad(err, err_len, "presence_penalty", p->presence_penalty, "must be in [-2, 2]");
-    if (!(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f))
-        return bad(err, err_len, "frequency_penalty", p->frequency_penalty,
-                   "must be in [-2, 2]");
-    if (p->n_logprobs < 0 || p->n_logprobs > RS_SAMPLER_MAX_LOGPROBS)
-        return bad(err, err_len, "n_logprobs", p->n_logprobs, "must be in [0, 20]");
-    return RS_OK;
-}
 
 rs_err rs_sampler_create(int32_t n_vocab, rs_sampler **out)
 {

@@ -17,35 +17,10 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/sampling.h"
 
-#define RS_SAMPLER_MAX_LOGPROBS 20
-
-/* Per-request sampling parameters; plain data, valid in shared memory. */
-struct rs_sampling_params {
-    float temperature;        /* 0 = greedy (argmax); otherwise > 0 */
-    int32_t top_k;            /* 0 = off; keep the k most likely tokens */
-    float top_p;              /* 1 = off; keep the smallest set with mass >= top_p */
-    float min_p;              /* 0 = off; drop tokens with p < min_p * p_max */
-    float repetition_penalty; /* 1 = off; over prompt and output tokens (CTRL/vLLM rule) */
-    float presence_penalty;   /* 0 = off; subtracted once per token present in the output */
-    float frequency_penalty;  /* 0 = off; subtracted per occurrence in the output */
-    uint64_t seed;            /* keys the counter-based random draws */
-    int32_t n_logprobs;       /* 0..RS_SAMPLER_MAX_LOGPROBS top alternatives to report */
-};
-
-/* Parameters that change nothing: greedy, no penalties, no logprobs. */
-void rs_sampling_params_default(struct rs_sampling_params *p);
-
-/* RS_OK, or RS_EINVAL with a message naming the bad field in err. */
-rs_err rs_sampling_params_validate(const struct rs_sampling_params *p, char *err, size_t err_len);
-
-struct rs_sample_result {
-    int32_t token;          /* the sampled token id */
-    float logprob;          /* log-probability of `token` (see sampler.c for which distribution) */
-    int32_t n_top;          /* entries filled in top_ids/top_logprobs */
-    int32_t top_ids[RS_SAMPLER_MAX_LOGPROBS];
-    float top_logprobs[RS_SAMPLER_MAX_LOGPROBS];
-};
+/* The parameters, the result and their validator are common/sampling.h, shared with the wire
+ * code and tokenizerd. */
 
 typedef struct rs_sampler rs_sampler;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Issue 6 item 4 through the four real daemons, this test their supervisor
+ * The crash model through the four real daemons, this test their supervisor
  * (pipeline_chaos.h), under 8 clients of mixed requests: a 60 s SIGKILL storm
  * (launcherd mid-step, postprocd mid-stream); each stage SIGSTOPped, replaced
  * and resumed (exit 1, nothing written); killed inside its own recovery; every
@@ -14,9 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ipc/pipeline.h"
 #include "tests/crash/pipeline_chaos.h"
 #include "tests/rs_test.h"
 
@@ -177,9 +179,31 @@ static void freeze_all(struct pchaos *c, int sig)
 }
 
 /*
+ * 1 when stage s's successor still owns what the fenced zombie must leave
+ * alone: its role (current, READY, alive) and its socket paths in the
+ * runtime directory (a fenced process closes nothing: ipc/stage.h).
+ */
+static int successor_intact(struct pchaos *c, enum rs_pipe_stage s)
+{
+    struct rs_role_info info;
+    char path[512];
+    struct stat st;
+    if (rs_harness_role(&c->h, s, &info) != RS_OK || info.phase != RS_ROLE_READY || !info.alive)
+        return 0;
+    int door = s != RS_PIPE_STAGE_TOKENIZERD, sock = s == RS_PIPE_STAGE_TOKENIZERD ||
+                                                    s == RS_PIPE_STAGE_POSTPROCD;
+    snprintf(path, sizeof(path), "%s/%s.door", c->h.rundir, rs_pipe_stage_name(s));
+    if (door && (stat(path, &st) != 0 || !S_ISSOCK(st.st_mode)))
+        return 0;
+    snprintf(path, sizeof(path), "%s/%s.sock", c->h.rundir, rs_pipe_stage_name(s));
+    return !sock || (stat(path, &st) == 0 && S_ISSOCK(st.st_mode));
+}
+
+/*
  * Resumes the fenced zombie `old` of stage s while the other stages are
  * frozen, so that anything it writes shows: it must exit 1 and leave the
- * request table, token lists and KV rows as they were.
+ * request table, token lists, KV rows, its successor's role and its
+ * successor's socket paths as they were.
  */
 static int resume_zombie(struct pchaos *c, enum rs_pipe_stage s, pid_t old, uint32_t inc,
                          int strict)
@@ -206,6 +230,8 @@ static int resume_zombie(struct pchaos *c, enum rs_pipe_stage s, pid_t old, uint
     RS_CHECK_MSG(code == 1, "the resumed %s exited %d, not 1 (fenced)", rs_pipe_stage_name(s),
                  code);
     RS_CHECK_MSG(same || !strict, "the fenced %s wrote into shared memory", rs_pipe_stage_name(s));
+    RS_CHECK_MSG(successor_intact(c, s), "the fenced %s touched its successor's role or sockets",
+                 rs_pipe_stage_name(s));
     c->st[s].fenced_exits++;
     return 0;
 }

@@ -15,8 +15,29 @@
 
 #include "client/client.h"
 #include "common/clock.h"
+#include "ipc/pipeline_config.h"
 #include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"
+
+/* What the client saw of the one request. */
+struct seen {
+    int finals;
+    enum rs_client_status status;
+    enum rs_wire_finish finish;
+    uint32_t tokens, completion_tokens;
+};
+
+static void on_event(const struct rs_client_event *ev)
+{
+    struct seen *s = ev->user;
+    s->tokens += ev->n_tokens;
+    if (ev->kind != RS_CLIENT_EV_FINAL)
+        return;
+    s->finals++;
+    s->status = ev->status;
+    s->finish = ev->finish_reason;
+    s->completion_tokens = ev->usage.completion_tokens;
+}
 
 /* 0 once pid is stopped, 1 while it is not (or if it exited instead). */
 static int is_stopped(pid_t pid)
@@ -50,7 +71,8 @@ static int test_stopped_tokenizerd_leftovers_freed_after_it_dies(void)
     g.prompt = (struct rs_wire_str){"Once upon a time", 16};
     g.max_tokens = 8;
     g.temperature = 0;
-    RS_CHECK(rs_client_submit(c, &g, NULL, NULL, NULL, NULL) == RS_OK);
+    struct seen seen = {0};
+    RS_CHECK(rs_client_submit(c, &g, NULL, on_event, &seen, NULL) == RS_OK);
     pid_t zombie = rs_harness_forget(&h, RS_PIPE_STAGE_TOKENIZERD);
     int stopped = 1;
     for (uint64_t end = rs_clock_ms() + 20000; stopped != 0 && rs_clock_ms() < end;) {
@@ -64,6 +86,13 @@ static int test_stopped_tokenizerd_leftovers_freed_after_it_dies(void)
     RS_CHECK(waitpid(zombie, &st, 0) == zombie);
     RS_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "the resumed zombie did not exit 1");
     RS_CHECK(rs_client_wait(c, 60000) == RS_OK); /* the client resent; the request ran */
+    /* ...to an OK final: its tokens, no error and no timeout standing in for one */
+    RS_CHECK_MSG(seen.finals == 1 && seen.status == RS_CLIENT_OK, "%d finals, status %s",
+                 seen.finals, rs_client_status_name(seen.status));
+    RS_CHECK_MSG(seen.finish == RS_WIRE_FINISH_LENGTH || seen.finish == RS_WIRE_FINISH_STOP,
+                 "finish reason %s", rs_wire_finish_name(seen.finish));
+    RS_CHECK_MSG(seen.tokens >= 1 && seen.tokens <= 8 && seen.tokens == seen.completion_tokens,
+                 "%u tokens streamed, %u in the usage", seen.tokens, seen.completion_tokens);
     struct rs_harness_audit a;
     int findings = 1;
     for (uint64_t end = rs_clock_ms() + 15000; findings != 0 && rs_clock_ms() < end;) {

@@ -14,6 +14,10 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 #include "schedulerd/sched.h"
 #include "tests/unit/sched_fixture.h"
 
@@ -39,6 +43,7 @@ static int fz_init(void)
         rs_pipe_open(&fz.cfg, RS_PIPE_STAGE_SCHEDULERD, &fz_sp, err, sizeof(err)) != RS_OK ||
         sched_create(fz_sp, NULL, &fz_s) != RS_OK || rs_role_ready(fz_sp->role) != RS_OK)
         return -1;
+    fz.hostile_launcher = 1; /* e.g. lists past the context: what schedulerd must survive */
     rs_log_set_level((enum rs_log_level)(RS_LOG_ERROR + 1)); /* every input logs rejections */
     atexit(fz_report);
     return 0;

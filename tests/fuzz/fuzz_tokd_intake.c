@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "ipc/pipeline_req.h"
+#include "tests/pipeline_harness.h"
 #include "tokenizerd/tokd.h"
 
 #define FUZZ_ASSERT(c)                                                                     \
@@ -27,6 +29,7 @@
     } while (0)
 
 static struct tokd t;
+static struct rs_pipe_doors no_doors; /* unbound: every doorbell is dropped, as a hint may be */
 static rs_zsock *router, *dealer;
 static void *zctx;
 static int ready; /* 1 set up, -1 no model: every input is a no-op */
@@ -50,10 +53,11 @@ static int setup(void)
     if (access(cfg.model_path, R_OK) != 0)
         return -1;
     rs_log_set_level(RS_LOG_ERROR);
-    FUZZ_ASSERT(rs_pipe_config_resolve(&cfg, err, sizeof(err)) == RS_OK);
+    FUZZ_ASSERT(rs_harness_config_resolve(&cfg, err, sizeof(err)) == RS_OK);
     FUZZ_ASSERT(rs_vocab_load_file(cfg.model_path, &t.vocab, err, sizeof(err)) == RS_OK);
     FUZZ_ASSERT(rs_tokenizer_create(t.vocab, &t.tok) == RS_OK);
     FUZZ_ASSERT(rs_pipe_open(&cfg, RS_PIPE_STAGE_TOKENIZERD, &t.p, err, sizeof(err)) == RS_OK);
+    t.doors = &no_doors;
     atexit(cleanup);
     FUZZ_ASSERT(dedup_create(cfg.max_requests, &t.index) == RS_OK);
     t.ids = malloc(sizeof(int32_t) * cfg.n_ctx);

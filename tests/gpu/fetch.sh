@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # tests/gpu/fetch.sh: run on a Debian 12 development machine (with network)
-# BEFORE a GPU session. Fills build-gpu-debs/ (ignored by git; pass it to the
+# BEFORE a GPU run. Fills build-gpu-debs/ (ignored by git; pass it to the
 # device tool as a carried path) with what tests/gpu/run.sh needs there:
 #   *.deb       ZeroMQ, msgpack-c, hwloc, liburing, PCRE2, libsystemd (-dev and
 #               runtime) and pkgconf, fetched with `apt-get download`

@@ -19,7 +19,7 @@
 #      decode tok/s at batch 1/16/64/256, batch 1 / HBM bound, GEMMs at 256
 #      rows / BF16 tensor-core rate, prefill, pinned-ring copies, weight load
 #      vs sequential read, launcherd restart-to-serving
-#   6. the goals of issue 7, each with its measured figure
+#   6. the GPU goals, each with its measured figure
 # RS_GPU_PHASES picks phases (default "correctness pipeline bench"; "decode" instead of
 # "bench" runs bench_cuda alone; "profile" adds a per-kernel time profile of batch-1
 # decode with Nsight Compute, profile.log).
@@ -264,7 +264,7 @@ profile() {
 }
 
 goals() {
-    phase "6. issue 7 goals (measured in this run)"
+    phase "6. GPU goals (measured in this run)"
     local b=$RES_DIR/bench.log r
     touch "$b"
     r=$(grep -oE "decode b=1:.*ratio [0-9.]+" "$b" | grep -oE "[0-9.]+$")

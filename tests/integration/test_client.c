@@ -24,6 +24,7 @@
 
 #include "client/client.h"
 #include "common/clock.h"
+#include "ipc/pipeline.h"
 #include "ipc/rundir.h"
 #include "ipc/wire.h"
 #include "ipc/zcert.h"

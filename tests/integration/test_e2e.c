@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Issue 5 item 8 through the four real daemons on stories260K, each output
+ * The whole pipeline through the four real daemons on stories260K, each output
  * checked against its solo run computed in-process (tests/solo_ref.h): 32
  * mixed concurrent clients; a cancel mid-stream returns every KV block; a pool
  * that forces preemption; a prefix-cache hit (fewer prefilled tokens); bad
@@ -18,6 +18,8 @@
 
 #include "client/client.h"
 #include "common/clock.h"
+#include "ipc/pipeline.h"
+#include "ipc/pipeline_metrics.h"
 #include "tests/integration/front_fixture.h"
 #include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "ipc/pipeline_metrics.h"
 #include "tests/integration/test_gateway_http.h"
 
 #define CTX GWT_CTX

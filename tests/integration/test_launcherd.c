@@ -12,6 +12,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_logprob.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 #include "ipc/wire_server.h"
 #include "launcherd/engine/model.h"
 #include "launcherd/engine/sampler.h"

@@ -17,6 +17,9 @@
 
 #include "common/detok.h"
 #include "common/vocab.h"
+#include "ipc/pipeline_logprob.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "launcherd/engine/sampler.h"
 #include "tests/integration/front_fixture.h"
 

@@ -23,7 +23,12 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "ipc/pipeline_batch.h"
 #include "ipc/pipeline_door.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/pipeline_result.h"
 #include "ipc/rundir.h"
 #include "tests/unit/sched_fixture.h"
 
@@ -464,7 +469,7 @@ static int test_bad_arguments_and_configurations_are_refused(void)
     const char *layout[] = {"--kv-blocks", "99", NULL};
     const char *policy[] = {"--policy", "priority", NULL};
     const char *help[] = {"--help", NULL};
-    RS_CHECK(exit_status(&x, bogus, "unknown argument '--bogus'") == 2);
+    RS_CHECK(exit_status(&x, bogus, "unknown option '--bogus'") == 2);
     RS_CHECK(exit_status(&x, zero, "--max-seqs") == 2);
     RS_CHECK(exit_status(&x, layout, "region 'kv_meta'") == 1);
     RS_CHECK(exit_status(&x, policy, "priority_policy is 0 there, 1 here") == 1);

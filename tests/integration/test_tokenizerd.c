@@ -15,6 +15,8 @@
 
 #include "common/tokenizer.h"
 #include "common/vocab.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "tests/integration/front_fixture.h"
 
 #define MODEL "stories260K.gguf"

@@ -118,28 +118,37 @@ static int test_ids_checked_and_table_bounded(void)
     return 0;
 }
 
+/* Parses argv with the request flags alone; rs_opt_parse's result. */
+static int gen_parse(struct rs_client_gen_args *a, int argc, char **argv, char *err, size_t len)
+{
+    struct rs_opt_group g = {RS_CLIENT_GEN_TITLE, rs_client_gen_opts, a, NULL};
+    rs_client_gen_args_init(a);
+    return rs_opt_parse(&g, 1, argc, argv, 0, NULL, err, len);
+}
+
 static int test_flags_parse_request_fields(void)
 {
-    char *argv[] = {"x", "--max-tokens", "12", "--temperature", "0.5", "--top-k", "7",
+    char *argv[] = {"x", "--max-tokens", "12", "--temperature=0.5", "--top-k", "7",
                     "--stop", "END", "--stop", "\n\n", "--stop-token-ids", "2,13",
-                    "--seed", "18446744073709551615", "--no-stream", "--ignore-eos",
-                    "--top-p", "abc", "--nonsense"};
-    int argc = (int)(sizeof(argv) / sizeof(argv[0])), i;
+                    "--seed", "18446744073709551615", "--no-stream", "--ignore-eos"};
+    int argc = (int)(sizeof(argv) / sizeof(argv[0]));
     char err[256];
     struct rs_client_gen_args a;
-    rs_client_gen_args_init(&a);
-    for (i = 1; i < 17; i++)
-        RS_CHECK_MSG(rs_client_gen_parse(&a, argc, argv, &i, err, sizeof(err)) == 1, "%s", err);
+    RS_CHECK_MSG(gen_parse(&a, argc, argv, err, sizeof(err)) == RS_OPT_OK, "%s", err);
     RS_CHECK(a.gen.max_tokens == 12 && a.gen.temperature == 0.5f && a.gen.top_k == 7);
     RS_CHECK(a.gen.n_stop == 2 && a.gen.stop[1].len == 2 && a.gen.n_stop_ids == 2 &&
              a.gen.stop_ids[1] == 13);
     RS_CHECK(a.gen.seed == UINT64_MAX && !a.gen.stream && a.gen.ignore_eos);
-    RS_CHECK((a.gen.has & RS_WIRE_GEN_TOP_P) == 0);
-    i = 17;
-    RS_CHECK(rs_client_gen_parse(&a, argc, argv, &i, err, sizeof(err)) == -1);
-    RS_CHECK(strstr(err, "--top-p") != NULL);
-    i = 19;
-    RS_CHECK(rs_client_gen_parse(&a, argc, argv, &i, err, sizeof(err)) == 0);
+    uint32_t want = RS_WIRE_GEN_MAX_TOKENS | RS_WIRE_GEN_TEMPERATURE | RS_WIRE_GEN_TOP_K |
+                    RS_WIRE_GEN_STOP | RS_WIRE_GEN_STOP_TOKEN_IDS | RS_WIRE_GEN_SEED |
+                    RS_WIRE_GEN_STREAM | RS_WIRE_GEN_IGNORE_EOS;
+    RS_CHECK_MSG(a.gen.has == want, "has 0x%x, want 0x%x", a.gen.has, want);
+    char *bad[] = {"x", "--top-p", "abc"};
+    RS_CHECK(gen_parse(&a, 3, bad, err, sizeof(err)) == RS_OPT_ERROR);
+    RS_CHECK(strstr(err, "--top-p") != NULL && (a.gen.has & RS_WIRE_GEN_TOP_P) == 0);
+    char *other[] = {"x", "--nonsense"};
+    RS_CHECK(gen_parse(&a, 2, other, err, sizeof(err)) == RS_OPT_ERROR);
+    RS_CHECK(strstr(err, "unknown option '--nonsense'") != NULL);
     uint32_t *ids, n;
     RS_CHECK(rs_client_parse_ids("1,2,3", &ids, &n, err, sizeof(err)) == 0 && n == 3);
     free(ids);

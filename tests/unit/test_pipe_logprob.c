@@ -8,7 +8,9 @@
  */
 #include <string.h>
 
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_logprob.h"
+#include "ipc/pipeline_req.h"
+#include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"
 
 struct fx {
@@ -27,7 +29,7 @@ static int fx_open(struct fx *f)
     f->cfg.max_requests = 4;
     f->cfg.n_kv_blocks = 64;
     f->cfg.n_ctx = 128;
-    if (rs_pipe_config_resolve(&f->cfg, err, sizeof(err)) != RS_OK ||
+    if (rs_harness_config_resolve(&f->cfg, err, sizeof(err)) != RS_OK ||
         rs_pipe_open(&f->cfg, RS_PIPE_STAGE_TOKENIZERD, &f->tok, err, sizeof(err)) != RS_OK ||
         rs_pipe_open(&f->cfg, RS_PIPE_STAGE_LAUNCHERD, &f->lau, err, sizeof(err)) != RS_OK ||
         rs_pipe_open(&f->cfg, RS_PIPE_STAGE_POSTPROCD, &f->post, err, sizeof(err)) != RS_OK) {

@@ -2,7 +2,11 @@
 /* The pipeline layout: open-or-create per stage, configuration checks, record validation. */
 #include <string.h>
 
-#include "ipc/pipeline.h"
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/wire_server.h"
+#include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"
 
 static int make_config(struct rs_pipe_config *c)
@@ -16,7 +20,7 @@ static int make_config(struct rs_pipe_config *c)
     c->max_requests = 16;
     c->n_kv_blocks = 64;
     c->n_ctx = 128;
-    if (rs_pipe_config_resolve(c, err, sizeof(err)) != RS_OK) {
+    if (rs_harness_config_resolve(c, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "resolve: %s\n", err);
         return 1;
     }
@@ -106,7 +110,112 @@ static int test_batch_check_rejects_bad_records(void)
     return 0;
 }
 
+/* The configuration is completed from facts alone: no file is opened, so any facts will do. */
+static int test_config_resolves_from_facts_without_a_file(void)
+{
+    struct rs_pipe_config c;
+    struct rs_gguf_facts m = {.path = "/nonexistent/model.gguf", .bytes = 12345,
+                              .n_vocab = 1000, .n_ctx_train = 256};
+    char err[256];
+    rs_pipe_config_default(&c);
+    RS_CHECK_MSG(rs_pipe_config_resolve(&c, &m, err, sizeof(err)) == RS_OK, "%s", err);
+    RS_CHECK(strcmp(c.model_path, m.path) == 0 && c.model_bytes == 12345 && c.n_vocab == 1000);
+    RS_CHECK(c.n_ctx == 256 && c.max_blocks_per_seq == 16 && c.n_chunks > 0);
+    rs_pipe_config_default(&c);
+    c.n_ctx = 512; /* beyond the model's context */
+    RS_CHECK(rs_pipe_config_resolve(&c, &m, err, sizeof(err)) == RS_EINVAL);
+    RS_CHECK_MSG(strstr(err, "--ctx 512") != NULL, "%s", err);
+    m.n_ctx_train = 0; /* no context length in the file: --ctx decides, and is required */
+    RS_CHECK(rs_pipe_config_resolve(&c, &m, err, sizeof(err)) == RS_OK && c.n_ctx == 512);
+    rs_pipe_config_default(&c);
+    RS_CHECK(rs_pipe_config_resolve(&c, &m, err, sizeof(err)) == RS_EINVAL);
+    RS_CHECK_MSG(strstr(err, "pass --ctx") != NULL, "%s", err);
+    m.n_vocab = 0;
+    c.n_ctx = 64;
+    RS_CHECK(rs_pipe_config_resolve(&c, &m, err, sizeof(err)) == RS_EINVAL);
+    return 0;
+}
+
+/* A published record of n_prompt tokens in the table, as tokenizerd commits one. */
+static int publish(struct rs_pipe *tok, uint32_t n_prompt, struct rs_table_ref *ref)
+{
+    void *rec;
+    int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    if (rs_table_claim(tok->requests, ref, &rec) != RS_OK)
+        return -1;
+    struct rs_pipe_req *r = rec;
+    memset(r, 0, sizeof(*r));
+    r->n_prompt = n_prompt;
+    r->run_slot = RS_PIPE_NO_SLOT;
+    if (rs_arena_list_init(tok->tokens, *ref) != RS_OK ||
+        rs_arena_append(tok->tokens, *ref, ids, n_prompt) != RS_OK ||
+        rs_arena_seal(tok->tokens, *ref) != RS_OK ||
+        rs_table_publish(tok->requests, *ref, RS_PIPE_REQ_WAITING) != RS_OK)
+        return -1;
+    return 0;
+}
+
+/* Each of Q1..Q7 (pipeline_req.h) fails the check when broken, and only then. */
+static int test_request_invariants_are_checked(void)
+{
+    struct rs_pipe_config c;
+    int rc = make_config(&c);
+    if (rc != 0)
+        return rc;
+    struct rs_pipe *tok, *sch;
+    struct rs_pipe_req_stats st;
+    struct rs_table_ref a, b;
+    char err[256];
+    RS_CHECK(rs_pipe_open(&c, RS_PIPE_STAGE_TOKENIZERD, &tok, err, sizeof(err)) == RS_OK);
+    RS_CHECK(rs_pipe_open(&c, RS_PIPE_STAGE_SCHEDULERD, &sch, err, sizeof(err)) == RS_OK);
+    RS_CHECK(rs_pipe_req_check(tok, &st) == RS_OK && st.n_state[0] == c.max_requests);
+    RS_CHECK(publish(tok, 3, &a) == 0 && publish(tok, 2, &b) == 0);
+    RS_CHECK(rs_pipe_req_check(sch, &st) == RS_OK && st.n_state[RS_PIPE_REQ_WAITING] == 2);
+    struct rs_pipe_req *ra = rs_pipe_req_at(sch, a.index), *rb = rs_pipe_req_at(sch, b.index);
+    ra->n_computed = 4; /* Q4: K/V past the list */
+    RS_CHECK(rs_pipe_req_check(sch, NULL) == RS_EMISMATCH);
+    ra->n_computed = 3;
+    rs_pipe_cursor_cur(ra)->n_done = 1; /* Q5: a delta for a token not generated yet */
+    RS_CHECK(rs_pipe_req_check(sch, NULL) == RS_EMISMATCH);
+    rs_pipe_cursor_cur(ra)->n_done = 0;
+    /* admitted to slot 1, as schedulerd does it: row first, then the slot, then RUNNING */
+    struct rs_pipe_kvrow *row = rs_pipe_kvrow_at(sch, 1);
+    row->blocks[0] = 5;
+    atomic_store(&row->n_blocks, 1);
+    atomic_store(&row->owner, rs_table_ref_pack(a) + 1);
+    ra->run_slot = 1;
+    RS_CHECK(rs_table_transition(sch->requests, a, RS_PIPE_REQ_WAITING, RS_PIPE_REQ_RUNNING) ==
+             RS_OK);
+    RS_CHECK(rs_pipe_req_check(sch, &st) == RS_OK && st.n_state[RS_PIPE_REQ_RUNNING] == 1);
+    row->blocks[0] = c.n_kv_blocks; /* Q7: a block outside the pool */
+    RS_CHECK(rs_pipe_req_check(sch, NULL) == RS_EMISMATCH);
+    row->blocks[0] = 5;
+    rb->run_slot = 1; /* Q6: two RUNNING records on one slot */
+    RS_CHECK(rs_table_transition(sch->requests, b, RS_PIPE_REQ_WAITING, RS_PIPE_REQ_RUNNING) ==
+             RS_OK);
+    RS_CHECK(rs_pipe_req_check(sch, NULL) == RS_EMISMATCH);
+    rb->run_slot = 2; /* Q6: its slot's row does not name it */
+    RS_CHECK(rs_pipe_req_check(sch, NULL) == RS_EMISMATCH);
+    rb->run_slot = RS_PIPE_NO_SLOT; /* between its finishing writes: allowed */
+    RS_CHECK(rs_pipe_req_check(sch, &st) == RS_OK && st.n_finishing == 1);
+    /* finished without a finish word (Q2), then with a word naming no reason (Q3) */
+    RS_CHECK(rs_table_transition(sch->requests, b, RS_PIPE_REQ_RUNNING, RS_PIPE_REQ_FINISHED) ==
+             RS_OK);
+    RS_CHECK(rs_pipe_req_check(sch, NULL) == RS_EMISMATCH);
+    RS_CHECK(rs_pipe_finish_set(rb, rs_pipe_finish_make(9, RS_PIPE_STAGE_SCHEDULERD, 0)));
+    RS_CHECK(rs_pipe_req_check(sch, NULL) == RS_EMISMATCH);
+    atomic_store(&rb->finish,
+                 rs_pipe_finish_make(RS_WIRE_FINISH_STOP, RS_PIPE_STAGE_POSTPROCD, 0));
+    RS_CHECK(rs_pipe_req_check(sch, &st) == RS_OK && st.n_state[RS_PIPE_REQ_FINISHED] == 1);
+    rs_pipe_close(&sch);
+    rs_pipe_close(&tok);
+    rs_pipe_unlink(c.instance);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_request_invariants_are_checked),
+    RS_TEST(test_config_resolves_from_facts_without_a_file),
     RS_TEST(test_every_stage_opens_one_segment),
     RS_TEST(test_config_mismatch_is_named),
     RS_TEST(test_batch_check_rejects_bad_records),

@@ -17,12 +17,14 @@
 #include "common/placement.h"
 #include "tests/rs_test.h"
 
-/* Parses one argv vector; returns parse_option's result for its first element. */
+/* Parses one argv vector with the placement table: 1 taken, 0 not a placement flag, -1 bad. */
 static int parse1(struct rs_place_opts *o, const char *a, const char *b, char *err, size_t len)
 {
-    char *argv[3] = {(char *)"x", (char *)a, (char *)b};
-    int argc = b != NULL ? 3 : 2, i = 1;
-    return rs_place_parse_option(o, argc, argv, &i, err, len);
+    char *argv[4] = {(char *)"x", (char *)a, (char *)b, NULL};
+    int argc = b != NULL ? 3 : 2;
+    struct rs_opt_group g = {RS_PLACE_OPTS_TITLE, rs_place_opt_table, o, NULL};
+    int r = rs_opt_parse(&g, 1, argc, argv, 0, NULL, err, len);
+    return r == RS_OPT_OK ? 1 : strstr(err, "unknown option") != NULL ? 0 : -1;
 }
 
 static int test_parse_flags(void)
@@ -40,8 +42,15 @@ static int test_parse_flags(void)
     RS_CHECK(parse1(&o, "--numa", "1x", err, sizeof(err)) == -1);
     RS_CHECK(parse1(&o, "--numa", "99999", err, sizeof(err)) == -1);
     RS_CHECK(parse1(&o, "--numa", NULL, err, sizeof(err)) == -1 && strstr(err, "needs a value"));
-    RS_CHECK(strstr(rs_place_options_help(), "--cpus") &&
-             strstr(rs_place_options_help(), "--numa"));
+    char *help = NULL;
+    size_t help_len = 0;
+    FILE *f = open_memstream(&help, &help_len);
+    struct rs_opt_group g = {RS_PLACE_OPTS_TITLE, rs_place_opt_table, &o, NULL};
+    rs_opt_help(f, NULL, &g, 1);
+    fclose(f);
+    int both = strstr(help, "--cpus LIST") != NULL && strstr(help, "--numa N") != NULL;
+    free(help);
+    RS_CHECK(both);
     return 0;
 }
 
@@ -72,7 +81,7 @@ static int test_two_sockets_launcher_takes_gpu_node(void)
     RS_CHECK(plan(p, RS_PLACE_OTHER, "", -1, 1, &pl) == RS_OK);
     RS_CHECK_MSG(strcmp(pl.cpus, "0-7") == 0 && pl.node == 0, "%s %d", pl.cpus, pl.node);
     RS_CHECK(plan(p, RS_PLACE_LAUNCHER, "", -1, 0, &pl) == RS_OK);
-    RS_CHECK(strcmp(pl.cpus, "0-7") == 0 && pl.node == 0 && strstr(pl.why, "GPU"));
+    RS_CHECK(strcmp(pl.cpus, "0-7") == 0 && pl.node == 0 && pl.rule == RS_PLACE_GPU_NODE);
     rs_place_destroy(&p);
     RS_CHECK(p == NULL);
     return 0;
@@ -84,14 +93,14 @@ static int test_cpu_host_gives_everyone_every_cpu(void)
     struct rs_place_plan pl;
     RS_CHECK(rs_place_create_synthetic("pack:2 numa:1 core:4 pu:1", &p) == RS_OK);
     RS_CHECK(plan(p, RS_PLACE_LAUNCHER, "", -1, -1, &pl) == RS_OK);
-    RS_CHECK(strcmp(pl.cpus, "0-7") == 0 && pl.node == -1 && strstr(pl.why, "no GPU"));
+    RS_CHECK(strcmp(pl.cpus, "0-7") == 0 && pl.node == -1 && pl.rule == RS_PLACE_NO_GPU);
     RS_CHECK(plan(p, RS_PLACE_OTHER, "", -1, -1, &pl) == RS_OK);
     RS_CHECK(strcmp(pl.cpus, "0-7") == 0 && pl.node == -1);
     rs_place_destroy(&p);
     /* One node holding the GPU: nothing is left for the others, so they share it. */
     RS_CHECK(rs_place_create_synthetic("numa:1 core:4 pu:1", &p) == RS_OK);
     RS_CHECK(plan(p, RS_PLACE_OTHER, "", -1, 0, &pl) == RS_OK);
-    RS_CHECK(strcmp(pl.cpus, "0-3") == 0 && pl.node == -1 && strstr(pl.why, "shared"));
+    RS_CHECK(strcmp(pl.cpus, "0-3") == 0 && pl.node == -1 && pl.rule == RS_PLACE_SHARED);
     rs_place_destroy(&p);
     return 0;
 }
@@ -102,9 +111,10 @@ static int test_flags_override_the_rules(void)
     struct rs_place_plan pl;
     RS_CHECK(rs_place_create_synthetic("pack:2 numa:1 core:4 pu:1", &p) == RS_OK);
     RS_CHECK(plan(p, RS_PLACE_LAUNCHER, "", 0, 1, &pl) == RS_OK);
-    RS_CHECK(strcmp(pl.cpus, "0-3") == 0 && pl.node == 0 && strstr(pl.why, "--numa"));
+    RS_CHECK(strcmp(pl.cpus, "0-3") == 0 && pl.node == 0 && pl.rule == RS_PLACE_BY_NUMA);
     RS_CHECK(plan(p, RS_PLACE_LAUNCHER, "2,5", -1, 1, &pl) == RS_OK);
-    RS_CHECK(strcmp(pl.cpus, "2,5") == 0 && pl.node == -1 && pl.n_cpus == 2);
+    RS_CHECK(strcmp(pl.cpus, "2,5") == 0 && pl.node == -1 && pl.n_cpus == 2 &&
+             pl.rule == RS_PLACE_BY_CPUS);
     RS_CHECK(plan(p, RS_PLACE_OTHER, "4-5", -1, -1, &pl) == RS_OK);
     RS_CHECK(strcmp(pl.cpus, "4-5") == 0 && pl.node == 1);
     RS_CHECK(plan(p, RS_PLACE_OTHER, "0-3", 1, -1, &pl) == RS_OK);
@@ -120,16 +130,17 @@ static int test_synthetic_topology_refuses_binding(void)
 {
     rs_place *p;
     struct rs_place_plan pl;
-    char line[512];
+    char cpus[64];
+    int os;
     RS_CHECK(rs_place_create_synthetic("pack:2 numa:1 core:2 pu:1", &p) == RS_OK);
-    rs_place_describe(p, line, sizeof(line));
-    RS_CHECK_MSG(strstr(line, "2 NUMA node(s)") && strstr(line, "node 1: cpus 2-3") &&
-                     strstr(line, "no NVIDIA GPU"),
-                 "%s", line);
+    RS_CHECK(rs_place_n_nodes(p) == 2 && rs_place_n_gpus(p) == 0);
+    RS_CHECK(rs_place_node_at(p, 1, &os, cpus, sizeof(cpus)) == RS_OK);
+    RS_CHECK_MSG(os == 1 && strcmp(cpus, "2-3") == 0, "node 1: %d, cpus %s", os, cpus);
+    RS_CHECK(rs_place_node_at(p, 2, &os, cpus, sizeof(cpus)) == RS_ERANGE);
     RS_CHECK(plan(p, RS_PLACE_LAUNCHER, "", -1, -1, &pl) == RS_OK);
     RS_CHECK(rs_place_apply(p, &pl) == RS_EUNSUPPORTED);
     RS_CHECK(rs_place_pin_thread(p, &pl, 0) == RS_EUNSUPPORTED);
-    RS_CHECK(rs_place_bind_memory(p, &pl, line, 1) == RS_EUNSUPPORTED);
+    RS_CHECK(rs_place_bind_memory(p, &pl, cpus, 1) == RS_EUNSUPPORTED);
     rs_place_destroy(&p);
     RS_CHECK(rs_place_create_synthetic("pack:two", &p) == RS_EINVAL && p == NULL);
     rs_place_destroy(NULL);
@@ -228,11 +239,9 @@ static int test_host_bind_memory_to_node(void)
     RS_CHECK(rs_place_bind_memory(p, &pl, m + 1, len - 4096) == RS_EINVAL);
     RS_CHECK(rs_place_bind_memory(p, &pl, m, 0) == RS_EINVAL);
     /* The first node this host has, by --numa. */
-    char line[1024];
-    rs_place_describe(p, line, sizeof(line));
-    const char *nd = strstr(line, "node ");
-    RS_CHECK(nd != NULL);
-    int node = atoi(nd + 5);
+    char cpus[256];
+    int node;
+    RS_CHECK(rs_place_node_at(p, 0, &node, cpus, sizeof(cpus)) == RS_OK);
     RS_CHECK(plan(p, RS_PLACE_LAUNCHER, "", node, -1, &pl) == RS_OK && pl.node == node);
     RS_CHECK(rs_place_bind_memory(p, &pl, m, len) == RS_OK);
     hwloc_topology_t t;
@@ -251,13 +260,11 @@ static int test_host_bind_memory_to_node(void)
 static int test_host_without_gpu_has_no_gpu_node(void)
 {
     rs_place *p;
-    char line[1024];
     RS_CHECK(rs_place_create(&p) == RS_OK);
-    rs_place_describe(p, line, sizeof(line));
-    RS_CHECK(strstr(line, "NUMA node(s)") && strstr(line, "given cpus"));
+    RS_CHECK(rs_place_n_nodes(p) >= 1);
     RS_CHECK(rs_place_pci_node(p, "0000:ff:1f.7") == -1);
     RS_CHECK(rs_place_pci_node(p, "not a bus id") == -1);
-    if (strstr(line, "no NVIDIA GPU"))
+    if (rs_place_n_gpus(p) == 0)
         RS_CHECK(rs_place_gpu_node(p) == -1);
     rs_place_destroy(&p);
     return 0;
@@ -322,10 +329,14 @@ static int test_gpus_found_in_sysfs_with_their_node(void)
     RS_CHECK(rs_place_pci_node(p, "0000:17:00.0") == 1);
     RS_CHECK(rs_place_pci_node(p, "0000:9A:00.0") == -1);
     RS_CHECK(rs_place_pci_node(p, "../../etc") == -1);
-    rs_place_describe(p, line, sizeof(line));
-    RS_CHECK_MSG(strstr(line, "GPUs 0000:17:00.0 (node 1), 0000:65:00.0 (node 0)") &&
-                     !strstr(line, "18:00") && !strstr(line, "00:02"),
-                 "%s", line);
+    /* the two GPUs in bus order with their nodes; the NIC and the audio function are not GPUs */
+    int node;
+    RS_CHECK(rs_place_n_gpus(p) == 2);
+    RS_CHECK(rs_place_gpu_at(p, 0, line, sizeof(line), &node) == RS_OK);
+    RS_CHECK_MSG(strcmp(line, "0000:17:00.0") == 0 && node == 1, "%s %d", line, node);
+    RS_CHECK(rs_place_gpu_at(p, 1, line, sizeof(line), &node) == RS_OK);
+    RS_CHECK_MSG(strcmp(line, "0000:65:00.0") == 0 && node == 0, "%s %d", line, node);
+    RS_CHECK(rs_place_gpu_at(p, 2, line, sizeof(line), &node) == RS_ERANGE);
     RS_CHECK(plan(p, RS_PLACE_LAUNCHER, "", -1, rs_place_gpu_node(p), &pl) == RS_OK);
     RS_CHECK(strcmp(pl.cpus, "4-7") == 0 && pl.node == 1);
     rs_place_destroy(&p);

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/pipeline_kv.h"
 #include "schedulerd/sched.h"
+#include "tests/pipeline_harness.h"
 #include "tests/unit/sched_fixture.h"
 
 struct kvfx {
@@ -24,7 +26,7 @@ static int kvfx_open(struct kvfx *k, uint32_t n_blocks)
     int rc = sfx_config(&k->cfg, 128, n_blocks < 64 ? 64 : n_blocks, 8, 256);
     if (rc != 0)
         return rc;
-    if (rs_pipe_config_resolve(&k->cfg, err, sizeof(err)) != RS_OK ||
+    if (rs_harness_config_resolve(&k->cfg, err, sizeof(err)) != RS_OK ||
         rs_pipe_open(&k->cfg, RS_PIPE_STAGE_SCHEDULERD, &k->p, err, sizeof(err)) != RS_OK) {
         fprintf(stderr, "open: %s\n", err);
         return 1;

@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "schedulerd/sched.h"
 #include "tests/unit/sched_fixture.h"
 

@@ -9,9 +9,17 @@
  * a fenced scheduler writes nothing, a launcher that changed while the
  * scheduler was down triggers the re-prefill.
  */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "ipc/failpoint.h"
+#include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_kv.h"
+#include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "schedulerd/sched.h"
 #include "tests/unit/sched_fixture.h"
 
@@ -180,6 +188,23 @@ static int test_restart_applies_a_result_left_in_the_ring(void)
     return 0;
 }
 
+/* RUNNING records whose inflight_batch names a batch. */
+static uint32_t marked_running(struct rs_pipe *p)
+{
+    uint32_t cursor = 0, state, n = 0;
+    struct rs_table_ref ref;
+    while (rs_table_next(p->requests, &cursor, 1ull << RS_PIPE_REQ_RUNNING, &ref, &state) ==
+           RS_OK)
+        n += rs_pipe_req_at(p, ref.index)->inflight_batch != 0;
+    return n;
+}
+
+/*
+ * A scheduler killed (failpoint sched.batch.marked, in a child process that
+ * is that incarnation) after marking its records for the next batch and
+ * before committing it: the next incarnation finds no batch in the rings,
+ * clears the marks and runs everything to the same outputs.
+ */
 static int test_restart_before_the_commit_forgets_the_plan(void)
 {
     struct rs_pipe_config c;
@@ -190,16 +215,25 @@ static int test_restart_before_the_commit_forgets_the_plan(void)
     RS_CHECK(rx_load(&x) == 0);
     struct sfx_batch bt;
     RS_CHECK(rx_plan(&x, &bt) == 1 && sfx_answer(&x.f, &bt) == 0);
-    RS_CHECK(result_poll(x.s) == 1);
-    /* what batch_step does up to its commit: plan (admissions, blocks), id, marks */
-    RS_CHECK(plan_step(x.s) > 0);
-    uint64_t id = atomic_fetch_add(&x.sp->shared->next_batch, 1);
-    for (uint32_t i = 0; i < x.s->n_plan; i++)
-        rs_pipe_req_at(x.sp, x.s->plan[i].idx)->inflight_batch = id;
-    RS_CHECK(rx_restart(&x) == 0);
+    sched_destroy(&x.s);
+    rs_pipe_close(&x.sp);
+    pid_t pid = fork();
+    RS_CHECK(pid >= 0);
+    if (pid == 0) {
+        if (rs_failpoint_set("sched.batch.marked:1") != RS_OK || rx_start(&x) != 0)
+            _exit(2);
+        for (int i = 0; i < 4; i++)
+            sched_work(x.s, 1); /* applies the result, plans, marks: killed there */
+        _exit(3);
+    }
+    int st = 0;
+    RS_CHECK(waitpid(pid, &st, 0) == pid);
+    RS_CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+                 "the scheduler ended with status 0x%x instead of dying at its failpoint", st);
+    RS_CHECK(marked_running(x.f.tok) > 0); /* it died with its records marked */
+    RS_CHECK(rx_start(&x) == 0);
     RS_CHECK(x.s->inflight_id == 0); /* nothing in the rings: the plan is gone */
-    for (uint32_t i = 0; i < x.s->n_run; i++)
-        RS_CHECK(rs_pipe_req_at(x.sp, x.s->run[i])->inflight_batch == 0);
+    RS_CHECK(marked_running(x.sp) == 0);
     RS_CHECK_MSG(rx_run(&x, 200) > 0, "%s", x.f.why);
     RS_CHECK(all_exact(&x));
     rx_close(&x);

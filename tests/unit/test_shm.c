@@ -491,7 +491,40 @@ static int test_tool_refuses_foreign_files(void)
     return 0;
 }
 
+/* rs_shm_peek tells ours from young and foreign segments without mapping anything. */
+static int test_peek_reads_the_header_without_attaching(void)
+{
+    struct rs_shm_region_spec s[5];
+    struct fx f;
+    struct rs_shm_info want, got;
+    layout(s, 16);
+    RS_CHECK(fx_create(&f, s, 5) == 0);
+    rs_shm_get_info(f.shm, &want);
+    RS_CHECK(rs_shm_peek(f.name, &got) == RS_OK);
+    RS_CHECK(strcmp(got.name, f.name) == 0 && got.size == want.size && got.ready);
+    RS_CHECK(got.epoch == want.epoch && got.layout_hash == want.layout_hash && !got.stale_boot);
+    RS_CHECK(got.n_regions == 5 && strcmp(got.boot_id, want.boot_id) == 0 && !got.locked);
+    atomic_store(&((struct shm_hdr *)rs_shm_base(f.shm))->state, SHM_INITIALIZING);
+    RS_CHECK(rs_shm_peek(f.name, &got) == RS_OK && !got.ready);
+    fx_destroy(&f);
+    RS_CHECK(rs_shm_peek(f.name, &got) == RS_ENOENT);
+    char name[96];
+    rs_test_unique_name("/rs-ut-peek", name, sizeof(name));
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    RS_CHECK(fd >= 0);
+    RS_CHECK(rs_shm_peek(name, &got) == RS_EAGAIN); /* created, not sized */
+    RS_CHECK(ftruncate(fd, 8192) == 0);
+    RS_CHECK(rs_shm_peek(name, &got) == RS_EAGAIN); /* sized, no magic yet */
+    RS_CHECK(pwrite(fd, "not-ours", 8, 0) == 8);
+    RS_CHECK(rs_shm_peek(name, &got) == RS_EMISMATCH);
+    close(fd);
+    RS_CHECK(shm_unlink(name) == 0);
+    RS_CHECK(rs_shm_peek("no-slash", &got) == RS_EINVAL);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_peek_reads_the_header_without_attaching),
     RS_TEST(test_create_attach_round_trip),
     RS_TEST(test_region_lookup_names_kind_and_absence),
     RS_TEST(test_create_existing_is_eexist),
