@@ -15,13 +15,14 @@
  * Templates that refuse both are listed with their error.
  */
 #include <dirent.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/jinja.h"
+#include "common/opt.h"
 
 #define MAX_T 128
 
@@ -221,25 +222,35 @@ static int measure(const struct tfile *f, struct rs_jinja_ctx *ctx, const json_t
     return 1;
 }
 
+struct args {
+    int iters, top;
+};
+
+static const struct rs_opt opt_table[] = {
+    {.name = "iters", .kind = RS_OPT_INT, .off = offsetof(struct args, iters), .min = 10,
+     .max = 10000000, .arg = "N", .help = "renders per template (default 2000)"},
+    {.name = "top", .kind = RS_OPT_INT, .off = offsetof(struct args, top), .min = 0,
+     .max = MAX_T, .arg = "K", .help = "only the K largest templates (default: all)"},
+    {0},
+};
+
+static const char usage[] =
+    "usage: bench_template [--iters N] [--top K] [TEMPLATE.jinja...]\n"
+    "Render time of chat templates that handle tools (default: every refdata one)\n"
+    "for an 8-message tool-calling conversation, one thread.\n";
+
 int main(int argc, char **argv)
 {
-    int iters = 2000, top = 0;
-    static const struct option longopts[] = {{"iters", 1, 0, 'i'}, {"top", 1, 0, 'n'}, {0, 0, 0, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (c == 'i')
-            iters = atoi(optarg);
-        else if (c == 'n')
-            top = atoi(optarg);
-        else {
-            fprintf(stderr, "usage: bench_template [--iters N] [--top K] [TEMPLATE.jinja...]\n");
-            return 2;
-        }
-    }
-    iters = iters < 10 ? 10 : iters;
+    struct args a = {.iters = 2000, .top = 0};
+    struct rs_opt_group g = {NULL, opt_table, &a, NULL};
+    int first = argc;
+    int code = rs_opt_main("bench_template", usage, &g, 1, argc, argv, RS_OPT_OPERANDS, &first);
+    if (code >= 0)
+        return code;
+    int iters = a.iters, top = a.top;
     static struct tfile files[MAX_T];
     unsigned nf = 0;
-    for (int i = optind; i < argc && nf < MAX_T; i++) {
+    for (int i = first; i < argc && nf < MAX_T; i++) {
         size_t len;
         char *src = slurp(argv[i], &len);
         if (src)

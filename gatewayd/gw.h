@@ -21,6 +21,7 @@
 #include "common/vocab.h"
 #include "gatewayd/oai.h"
 #include "ipc/pipeline.h"
+#include "ipc/pipeline_config.h"
 
 #define GW_KEY_MAX 256     /* bytes of an Idempotency-Key / X-Request-Id we accept */
 #define GW_IDENTITY_MAX 80 /* bytes of a caller identity ("key:<hash>", "peer:<addr>") */
@@ -28,12 +29,11 @@
 
 /* Command-line settings (options.c). */
 struct gw_opts {
+    struct rs_pipe_args pipe;    /* --instance (pipe.cfg.instance), --rundir (filled in) */
     char host[256];              /* --host (default 127.0.0.1) */
-    uint16_t port;               /* --http-port (default 8080) */
+    uint32_t port;               /* --http-port (default 8080) */
     uint32_t listen_fd;          /* --listen-fd: an inherited listening socket, when */
-    bool has_listen_fd;          /* ... this is set */
-    char instance[64];           /* --instance */
-    char rundir[512];            /* --rundir ("" = the daemons' default) */
+    uint32_t has_listen_fd;      /* ... this is set (nonzero) */
     char group[64];              /* --group: the runtime directory's group, as the stages' */
     const char *api_key_file;    /* --api-key FILE */
     const char *served_name;     /* --served-model-name ("" = the GGUF's file name) */

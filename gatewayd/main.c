@@ -45,7 +45,7 @@ static rs_err open_client(struct gw *g, const char *rundir)
     return rs_client_create(&o, &g->client);
 }
 
-static int start(struct gw *g, char *rundir, size_t cap)
+static int start(struct gw *g)
 {
     bool loopback = false;
     g->listen_fd = -1;
@@ -53,10 +53,7 @@ static int start(struct gw *g, char *rundir, size_t cap)
     g->started_unix = (uint64_t)time(NULL);
     if (gw_http_listen(g, &loopback) != RS_OK || gw_auth_init(g, loopback) != RS_OK)
         return 1;
-    if (g->o.rundir[0] != '\0')
-        snprintf(rundir, cap, "%s", g->o.rundir);
-    else
-        rs_rundir_default(g->o.instance, rundir, cap);
+    const char *rundir = g->o.pipe.rundir; /* --rundir, or the stages' default */
     if (rs_rundir_prepare(rundir, g->o.group[0] != '\0' ? g->o.group : NULL) != RS_OK ||
         gw_idem_init(g, rundir) != RS_OK || open_client(g, rundir) != RS_OK)
         return 1;
@@ -64,8 +61,9 @@ static int start(struct gw *g, char *rundir, size_t cap)
     if (gw_http_start(g) != RS_OK)
         return 1;
     rs_log_info("serving http://%s:%u/v1 for instance '%s' (%s), routing id %s%s", g->o.host,
-                g->o.port, g->o.instance, g->seg.p != NULL ? g->model_name : "not running yet",
-                g->routing_id, g->n_api_keys > 0 ? ", API keys required" : "");
+                g->o.port, g->o.pipe.cfg.instance,
+                g->seg.p != NULL ? g->model_name : "not running yet", g->routing_id,
+                g->n_api_keys > 0 ? ", API keys required" : "");
     rs_daemon_notify_ready();
     return 0;
 }
@@ -119,14 +117,13 @@ static void stop(struct gw *g)
 int main(int argc, char **argv)
 {
     static struct gw g;
-    char rundir[512];
     if (rs_daemon_init("gatewayd") != RS_OK)
         return 1;
     int rc = gw_opts_parse(&g.o, argc, argv);
     if (rc != 0)
         return rc == 1 ? 0 : 2;
     raise_fd_limit();
-    rc = start(&g, rundir, sizeof(rundir));
+    rc = start(&g);
     if (rc == 0)
         loop(&g);
     stop(&g);

@@ -1,148 +1,107 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gatewayd's command line: one table row per option (name, value kind,
- * range, where it goes, help), so the parser, the defaults and --help cannot
- * disagree. Leaves out the pipeline's options: gatewayd reads the model and
- * context from the segment of --instance, never from its own flags.
+ * gatewayd's command line, as tables (common/opt.h): --instance and
+ * --rundir are the pipeline's own entries (rs_pipe_opts), so they parse,
+ * check and read in --help exactly as the stages' do; the HTTP settings are
+ * gatewayd's table. Both `--opt value` and `--opt=value` work, --help is
+ * generated. Leaves out the pipeline's sizing options: gatewayd reads the
+ * model and context from the segment of --instance, never from its flags.
  */
-#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "common/opt.h"
 #include "gatewayd/gw.h"
 
-enum okind { O_STR, O_CSTR, O_FD, O_U16, O_U32, O_U64 };
-
-struct opt {
-    const char *name, *arg;
-    enum okind kind;
-    size_t off, cap;      /* field offset; O_STR: buffer bytes */
-    uint64_t lo, hi, def; /* numbers: range and default */
-    const char *help;
-};
-
 #define F(f) offsetof(struct gw_opts, f)
-#define SZ(f) sizeof(((struct gw_opts *)0)->f)
-static const struct opt opts[] = {
-    {"--http-port", "N", O_U16, F(port), 0, 0, 65535, 8080,
-     "TCP port (default 8080; 0 = any free port)"},
-    {"--listen-fd", "N", O_FD, F(listen_fd), 0, 0, 65535, 0,
-     "serve on this inherited listening socket (supervisord's fcgi-program passes 0)"},
-    {"--host", "ADDR", O_STR, F(host), SZ(host), 0, 0, 0,
-     "address to listen on (default 127.0.0.1; another needs --api-key)"},
-    {"--instance", "NAME", O_STR, F(instance), SZ(instance), 0, 0, 0,
-     "the instance to serve (default: default)"},
-    {"--rundir", "DIR", O_STR, F(rundir), SZ(rundir), 0, 0, 0,
-     "the daemons' runtime directory (default: as theirs)"},
-    {"--group", "NAME", O_STR, F(group), SZ(group), 0, 0, 0,
-     "the runtime directory's group, as given to the stages"},
-    {"--api-key", "FILE", O_CSTR, F(api_key_file), 0, 0, 0, 0,
-     "accepted Bearer keys, one a line (required off loopback)"},
-    {"--served-model-name", "NAME", O_CSTR, F(served_name), 0, 0, 0, 0,
-     "the model's name in the API (default: the GGUF file name)"},
-    {"--max-body-bytes", "N", O_U64, F(max_body), 0, 1024, 1ull << 30, 8ull << 20,
-     "larger request bodies get 413 (default 8 MiB)"},
-    {"--max-header-bytes", "N", O_U32, F(max_header), 0, 4096, 1u << 20, 32768,
-     "request line and headers at most (libmicrohttpd answers 431; default 32768)"},
-    {"--max-connections", "N", O_U32, F(max_connections), 0, 1, 1u << 20, 4096,
-     "open connections at most (default 4096)"},
-    {"--idle-timeout", "S", O_U32, F(idle_timeout_s), 0, 1, 86400, 60,
-     "close a keep-alive connection idle this long, or one whose request line has not "
-     "arrived this long after its last response (default 60)"},
-    {"--read-timeout", "S", O_U32, F(read_timeout_s), 0, 1, 86400, 30,
-     "close a connection whose headers and body are not in this long after its request "
-     "line (slow clients; default 30)"},
-    {"--max-inflight", "N", O_U32, F(max_inflight), 0, 1, 1u << 20, 4096,
-     "pipeline requests followed at once; more get 429 (default 4096)"},
-    {"--reattach-grace-ms", "N", O_U32, F(reattach_grace_ms), 0, 0, 86400000, 10000,
-     "keep a keyed request running this long after its client left (default 10000)"},
-    {"--request-timeout-ms", "N", O_U32, F(request_timeout_ms), 0, 1000, 86400000, 600000,
-     "a request's time limit (default 600000)"},
-    {"--down-grace-ms", "N", O_U32, F(down_grace_ms), 0, 0, 86400000, 2000,
-     "a stage not serving this long makes new requests 503 (default 2000)"},
-    {"--stream-buffer-bytes", "N", O_U64, F(stream_buffer_max), 0, 65536, 1ull << 32, 16ull << 20,
-     "stream output a client has not read yet, at most (default 16 MiB)"},
+#define U32(nm, f, lo, hi, a, h)                                                                 \
+    {.name = nm, .kind = RS_OPT_U32, .off = F(f), .min = lo, .max = hi, .arg = a, .help = h}
+#define U64(nm, f, lo, hi, a, h)                                                                 \
+    {.name = nm, .kind = RS_OPT_U64, .off = F(f), .min = lo, .max = hi, .arg = a, .help = h}
+
+static const struct rs_opt http_opts[] = {
+    U32("http-port", port, 0, 65535, "N", "TCP port (default 8080; 0 = any free port)"),
+    {.name = "listen-fd", .kind = RS_OPT_U32, .off = F(listen_fd), .min = 0, .max = 65535,
+     .has_bit = 1, .has_off = F(has_listen_fd), .arg = "N",
+     .help = "serve on this inherited listening socket (supervisord's\nfcgi-program passes 0)"},
+    {.name = "host", .kind = RS_OPT_STR, .off = F(host), .size = sizeof(((struct gw_opts *)0)->host),
+     .arg = "ADDR", .help = "address to listen on (default 127.0.0.1; another needs\n--api-key)"},
+    {.name = "api-key", .kind = RS_OPT_ARG, .off = F(api_key_file), .arg = "FILE",
+     .help = "accepted Bearer keys, one a line (required off loopback)"},
+    {.name = "served-model-name", .kind = RS_OPT_ARG, .off = F(served_name), .arg = "NAME",
+     .help = "the model's name in the API (default: the GGUF file name)"},
+    U64("max-body-bytes", max_body, 1024, 1ull << 30, "N",
+        "larger request bodies get 413 (default 8 MiB)"),
+    U32("max-header-bytes", max_header, 4096, 1u << 20, "N",
+        "request line and headers at most (libmicrohttpd answers\n431; default 32768)"),
+    U32("max-connections", max_connections, 1, 1u << 20, "N",
+        "open connections at most (default 4096)"),
+    U32("idle-timeout", idle_timeout_s, 1, 86400, "S",
+        "close a keep-alive connection idle this long, or one whose\nrequest line has not "
+        "arrived this long after its last\nresponse (default 60)"),
+    U32("read-timeout", read_timeout_s, 1, 86400, "S",
+        "close a connection whose headers and body are not in this\nlong after its request "
+        "line (slow clients; default 30)"),
+    U32("max-inflight", max_inflight, 1, 1u << 20, "N",
+        "pipeline requests followed at once; more get 429\n(default 4096)"),
+    U32("reattach-grace-ms", reattach_grace_ms, 0, 86400000, "N",
+        "keep a keyed request running this long after its client\nleft (default 10000)"),
+    U32("request-timeout-ms", request_timeout_ms, 1000, 86400000, "N",
+        "a request's time limit (default 600000)"),
+    U32("down-grace-ms", down_grace_ms, 0, 86400000, "N",
+        "a stage not serving this long makes new requests 503\n(default 2000)"),
+    U64("stream-buffer-bytes", stream_buffer_max, 65536, 1ull << 32, "N",
+        "stream output a client has not read yet, at most\n(default 16 MiB)"),
+    {0},
 };
-#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: gatewayd [options]\n"
-            "The OpenAI-compatible HTTP front of a ringserve instance (gatewayd/README.md).\n\n");
-    for (size_t i = 0; i < N_OPTS; i++)
-        fprintf(f, "  %s %-5s %s\n", opts[i].name, opts[i].arg, opts[i].help);
-    fprintf(f, "  --help        this text\n");
-}
+/* The runtime directory's group: the stages' rule (ipc/stage.h), for the directory they share. */
+static const struct rs_opt dir_opts[] = {
+    {.name = "group", .kind = RS_OPT_STR, .off = F(group),
+     .size = sizeof(((struct gw_opts *)0)->group), .arg = "NAME",
+     .help = "runtime directory 0750 owned by group NAME, as given to\nthe stages (default: "
+             "0700, the service user only)"},
+    {0},
+};
 
-static int set(struct gw_opts *o, const struct opt *d, const char *v)
-{
-    char *p = (char *)o + d->off, *end;
-    if (d->kind == O_STR) {
-        if (strlen(v) >= d->cap)
-            return -1;
-        snprintf(p, d->cap, "%s", v);
-        return 0;
-    }
-    if (d->kind == O_CSTR) {
-        *(const char **)p = v;
-        return 0;
-    }
-    if (d->kind == O_FD)
-        o->has_listen_fd = true;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || v[0] == '-' || x < d->lo || x > d->hi)
-        return -1;
-    if (d->kind == O_U16)
-        *(uint16_t *)p = (uint16_t)x;
-    else if (d->kind == O_U32 || d->kind == O_FD)
-        *(uint32_t *)p = (uint32_t)x;
-    else
-        *(uint64_t *)p = x;
-    return 0;
-}
+/* The pipeline entries gatewayd takes: which instance, where its sockets are. */
+static const char *const pipe_taken[] = {"instance", "rundir", NULL};
+
+static const char usage[] =
+    "usage: gatewayd [options]\n"
+    "The OpenAI-compatible HTTP front of a ringserve instance (gatewayd/README.md).\n";
 
 static void defaults(struct gw_opts *o)
 {
     memset(o, 0, sizeof(*o));
+    rs_pipe_args_init(&o->pipe);
     snprintf(o->host, sizeof(o->host), "127.0.0.1");
-    snprintf(o->instance, sizeof(o->instance), "default");
-    for (size_t i = 0; i < N_OPTS; i++) {
-        char v[32];
-        if (opts[i].kind >= O_U16) {
-            snprintf(v, sizeof(v), "%llu", (unsigned long long)opts[i].def);
-            set(o, &opts[i], v);
-        }
-    }
+    o->port = 8080;
+    o->max_body = 8ull << 20;
+    o->max_header = 32768;
+    o->max_connections = 4096;
+    o->idle_timeout_s = 60;
+    o->read_timeout_s = 30;
+    o->max_inflight = 4096;
+    o->reattach_grace_ms = 10000;
+    o->request_timeout_ms = 600000;
+    o->down_grace_ms = 2000;
+    o->stream_buffer_max = 16ull << 20;
 }
 
 int gw_opts_parse(struct gw_opts *o, int argc, char **argv)
 {
     defaults(o);
-    for (int i = 1; i < argc; i += 2) { /* each option takes one value */
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        size_t k = 0;
-        while (k < N_OPTS && strcmp(argv[i], opts[k].name) != 0)
-            k++;
-        if (k == N_OPTS) {
-            fprintf(stderr, "gatewayd: unknown option '%s' (see --help)\n", argv[i]);
-            return 2;
-        }
-        if (i + 1 >= argc || set(o, &opts[k], argv[i + 1]) != 0) {
-            fprintf(stderr, "gatewayd: option %s needs %s", opts[k].name, opts[k].arg);
-            if (opts[k].kind >= O_U16)
-                fprintf(stderr, " in %llu..%llu", (unsigned long long)opts[k].lo,
-                        (unsigned long long)opts[k].hi);
-            fprintf(stderr, "%s%s\n", i + 1 < argc ? ", got " : "",
-                    i + 1 < argc ? argv[i + 1] : "");
-            return 2;
-        }
-    }
+    const struct rs_opt_group g[] = {
+        {"instance", rs_pipe_opts, &o->pipe, pipe_taken},
+        {"runtime directory", dir_opts, o, NULL},
+        {"HTTP", http_opts, o, NULL},
+    };
+    int code = rs_opt_main("gatewayd", usage, g, 3, argc, argv, 0, NULL);
+    if (code >= 0)
+        return code == 0 ? 1 : 2;
+    if (o->pipe.rundir[0] == '\0')
+        rs_rundir_default(o->pipe.cfg.instance, o->pipe.rundir, sizeof(o->pipe.rundir));
     return 0;
 }

@@ -31,7 +31,7 @@ static void close_view(struct gw *g, const char *why)
 static int segment_file(const struct gw *g, struct stat *st)
 {
     char name[300], path[320];
-    if (rs_shm_name(g->o.instance, name, sizeof(name)) != RS_OK)
+    if (rs_shm_name(g->o.pipe.cfg.instance, name, sizeof(name)) != RS_OK)
         return 0;
     snprintf(path, sizeof(path), "/dev/shm%s", name);
     return stat(path, st) == 0;
@@ -40,14 +40,14 @@ static int segment_file(const struct gw *g, struct stat *st)
 static void open_view(struct gw *g, const struct stat *st)
 {
     char err[256];
-    rs_err rc = rs_pipe_inspect(g->o.instance, &g->seg.p, err, sizeof(err));
+    rs_err rc = rs_pipe_inspect(g->o.pipe.cfg.instance, &g->seg.p, err, sizeof(err));
     if (rc != RS_OK) {
-        snprintf(g->seg.why, sizeof(g->seg.why), "instance '%.60s': %.180s", g->o.instance, err);
+        snprintf(g->seg.why, sizeof(g->seg.why), "instance '%.60s': %.180s", g->o.pipe.cfg.instance, err);
         return;
     }
     g->seg.dev = (uint64_t)st->st_dev;
     g->seg.ino = (uint64_t)st->st_ino;
-    rs_log_info("instance '%s' found: model %s, context %u tokens", g->o.instance,
+    rs_log_info("instance '%s' found: model %s, context %u tokens", g->o.pipe.cfg.instance,
                 g->seg.p->cfg.model_path, g->seg.p->cfg.n_ctx);
     if (gw_vocab_sync(g) != RS_OK)
         rs_log_warn("the model's vocab could not be loaded: logprobs show no token texts and "

@@ -9,7 +9,7 @@
  * nothing else; on an error prints it with the template's line:column on
  * stderr and exits 1. Leaves out tokenizing the result (ringserve-tokenize).
  */
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,7 @@
 #include "common/gguf.h"
 #include "common/jinja.h"
 #include "common/log.h"
+#include "common/opt.h"
 #include "common/vocab.h"
 
 #define MAX_TEMPLATE (16u << 20)
@@ -26,50 +27,39 @@ struct opts {
     int gen;
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: ringserve-template (--template FILE.jinja | --model FILE.gguf) --messages FILE.json\n"
-            "                          [--add-generation-prompt] [--bos TEXT] [--eos TEXT]\n"
-            "                          [--date YYYY-MM-DD] [--vars JSON]\n"
-            "Renders the chat template for the conversation and prints the exact text.\n"
-            "  --template FILE         the template text (Jinja)\n"
-            "  --model FILE.gguf       use the GGUF's tokenizer.chat_template; BOS/EOS default to\n"
-            "                          the model's tokens\n"
-            "  --messages FILE.json    {\"messages\": [...], \"tools\": [...]} or a messages array\n"
-            "                          ('-' reads stdin)\n"
-            "  --add-generation-prompt end with the assistant turn's opening\n"
-            "  --bos TEXT, --eos TEXT  bos_token / eos_token (default empty, or the model's)\n"
-            "  --date YYYY-MM-DD       the date strftime_now formats (default: the local clock)\n"
-            "  --vars JSON             extra template variables, e.g. '{\"enable_thinking\": false}'\n");
-}
+#define O(f) offsetof(struct opts, f)
+#define TEXT(nm, f, a, h) {.name = nm, .kind = RS_OPT_ARG, .off = O(f), .arg = a, .help = h}
 
+static const struct rs_opt opt_table[] = {
+    {.name = "template", .short_name = 't', .kind = RS_OPT_ARG, .off = O(tmpl),
+     .arg = "FILE.jinja", .help = "the template text (Jinja)"},
+    {.name = "model", .short_name = 'm', .kind = RS_OPT_ARG, .off = O(model), .arg = "FILE.gguf",
+     .help = "use the GGUF's tokenizer.chat_template; BOS/EOS default\nto the model's tokens"},
+    TEXT("messages", messages, "FILE.json",
+         "{\"messages\": [...], \"tools\": [...]} or a messages array\n('-' reads stdin; "
+         "required)"),
+    {.name = "add-generation-prompt", .kind = RS_OPT_FLAG, .off = O(gen), .val = 1,
+     .help = "end with the assistant turn's opening"},
+    TEXT("bos", bos, "TEXT", "bos_token (default empty, or the model's)"),
+    TEXT("eos", eos, "TEXT", "eos_token (default empty, or the model's)"),
+    TEXT("date", date, "YYYY-MM-DD", "the date strftime_now formats (default: the local clock)"),
+    TEXT("vars", vars, "JSON", "extra template variables, e.g. '{\"enable_thinking\": false}'"),
+    {0},
+};
+
+static const char usage[] =
+    "usage: ringserve-template (--template FILE.jinja | --model FILE.gguf)\n"
+    "                          --messages FILE.json [options]\n"
+    "Renders the chat template for the conversation and prints the exact text.\n";
+
+/* -1 to run, else the exit code. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    static const struct option longopts[] = {
-        {"template", 1, 0, 't'}, {"model", 1, 0, 'm'}, {"messages", 1, 0, 'j'},
-        {"add-generation-prompt", 0, 0, 'g'}, {"bos", 1, 0, 'b'}, {"eos", 1, 0, 'e'},
-        {"date", 1, 0, 'd'}, {"vars", 1, 0, 'v'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    int c;
     memset(o, 0, sizeof(*o));
-    while ((c = getopt_long(argc, argv, "t:m:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 't': o->tmpl = optarg; break;
-        case 'm': o->model = optarg; break;
-        case 'j': o->messages = optarg; break;
-        case 'g': o->gen = 1; break;
-        case 'b': o->bos = optarg; break;
-        case 'e': o->eos = optarg; break;
-        case 'd': o->date = optarg; break;
-        case 'v': o->vars = optarg; break;
-        case 'h': usage(stdout); return -1;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "ringserve-template: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    struct rs_opt_group g = {NULL, opt_table, o, NULL};
+    int code = rs_opt_main("ringserve-template", usage, &g, 1, argc, argv, 0, NULL);
+    if (code >= 0)
+        return code;
     if (!o->tmpl == !o->model) {
         fprintf(stderr, "ringserve-template: give exactly one of --template and --model\n");
         return 2;
@@ -78,7 +68,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         fprintf(stderr, "ringserve-template: --messages FILE.json is required\n");
         return 2;
     }
-    return 0;
+    return -1;
 }
 
 static char *read_file(const char *path, size_t *len)
@@ -237,8 +227,8 @@ int main(int argc, char **argv)
 {
     struct opts o;
     int rc = parse_args(argc, argv, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    if (rc >= 0)
+        return rc;
     rs_log_init("template");
     char *src = NULL, *bos = NULL, *eos = NULL;
     size_t len = 0;
