@@ -23,6 +23,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include "common/json.h"
+
 enum { H_FREE, H_CONNECTING, H_SENDING, H_READING };
 
 struct hconn {
@@ -107,35 +109,35 @@ static int hc_connect(struct hconn *h)
     return 0;
 }
 
-/* The request body: the same prompt ids, lengths and sampling the native path sends. */
-static int http_body(struct lg *g, const struct rs_wire_generate *gen, char *out, size_t cap)
+/* The request body (owned; NULL on OOM): the prompt ids, lengths and sampling the native
+ * path sends, written by jansson (common/json.h) as every ringserve JSON is. */
+static char *http_body(const struct rs_wire_generate *gen)
 {
-    int k = snprintf(out, cap, "{\"prompt\":[");
-    for (uint32_t i = 0; i < gen->prompt_ids.n && (size_t)k < cap; i++)
-        k += snprintf(out + k, cap - (size_t)k, "%s%u", i ? "," : "", gen->prompt_ids.vals[i]);
-    k += snprintf(out + k, cap - (size_t)k,
-                  "],\"max_tokens\":%u,\"temperature\":%g,\"stream\":"
-                  "true,\"stream_options\":{\"include_usage\":true}%s",
-                  gen->max_tokens, gen->temperature, gen->ignore_eos ? ",\"ignore_eos\":true" : "");
-    if (gen->has & RS_WIRE_GEN_SEED)
-        k += snprintf(out + k, cap - (size_t)k, ",\"seed\":%llu",
-                      (unsigned long long)(gen->seed & 0x7fffffffffffffffull));
-    k += snprintf(out + k, cap - (size_t)k, "}");
-    (void)g;
-    return (size_t)k < cap ? k : -1;
+    json_t *ids = json_array();
+    for (uint32_t i = 0; ids != NULL && i < gen->prompt_ids.n; i++)
+        json_array_append_new(ids, json_integer(gen->prompt_ids.vals[i]));
+    json_t *o = json_pack("{s:o,s:I,s:o,s:b,s:{s:b}}", "prompt", ids, "max_tokens",
+                          (json_int_t)gen->max_tokens, "temperature",
+                          rs_json_float(gen->temperature), "stream", 1, "stream_options",
+                          "include_usage", 1);
+    if (o != NULL && gen->ignore_eos)
+        rs_json_set(o, "ignore_eos", json_true());
+    if (o != NULL && (gen->has & RS_WIRE_GEN_SEED))
+        rs_json_set(o, "seed", json_integer((json_int_t)(gen->seed & 0x7fffffffffffffffull)));
+    char *body = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return body;
 }
 
 /* Builds request i's HTTP bytes on h (an Idempotency-Key when the storm retries). */
 static int hc_request(struct hconn *h, uint32_t i, const struct rs_wire_generate *gen)
 {
     struct lg *g = h->g;
-    size_t cap = 64 + 12u * gen->prompt_ids.n + 512;
-    char *body = malloc(cap), head[512], key[96] = "";
-    int blen = body != NULL ? http_body(g, gen, body, cap) : -1;
-    if (blen < 0) {
-        free(body);
+    char head[512], key[96] = "";
+    char *body = http_body(gen);
+    if (body == NULL)
         return -1;
-    }
+    int blen = (int)strlen(body);
     if (g->a.storm.lo > 0)
         snprintf(key, sizeof(key), "Idempotency-Key: loadgen-%llu-%u\r\n",
                  (unsigned long long)g->run_tag, i);
