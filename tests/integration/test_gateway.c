@@ -15,12 +15,12 @@
 #include <sys/stat.h>
 
 #include "ipc/pipeline_metrics.h"
-#include "tests/integration/test_gateway_http.h"
+#include "tests/integration/gateway_fixture.h"
 
 #define CTX GWT_CTX
 
 /* POSTs body; the parsed answer (owned) and its status, or NULL. */
-static json_t *post(struct env *e, const char *path, const char *body, const char *headers,
+static json_t *post(struct gwt_env *e, const char *path, const char *body, const char *headers,
                     int *status)
 {
     struct gwt_resp r;
@@ -56,7 +56,7 @@ static int published_text(char *buf, size_t cap, size_t *len)
 
 static int test_completion_gives_the_published_greedy_text(void)
 {
-    struct env e;
+    struct gwt_env e;
     char want[4096];
     size_t want_len;
     int fail = 0, st;
@@ -116,7 +116,7 @@ static int check_stream(char *body, int with_usage, char *text, size_t cap)
 
 static int test_stream_chunks_add_up_to_the_completion(void)
 {
-    struct env e;
+    struct gwt_env e;
     struct gwt_resp s = {0};
     char text[8192], ctype[128];
     int fail = 0, st, rc = gwt_up(&e, NULL);
@@ -146,7 +146,7 @@ out:
 
 static int test_curl_sees_sse_framing(void)
 {
-    struct env e;
+    struct gwt_env e;
     char cmd[1024], *buf = calloc(1, 1 << 20), text[8192];
     int fail = 0;
     if (system("curl --version >/dev/null 2>&1") != 0) {
@@ -224,7 +224,7 @@ static const struct bad_case bad_cases[] = {
 
 static int test_invalid_requests_name_the_field(void)
 {
-    struct env e;
+    struct gwt_env e;
     char ids[20000];
     int fail = 0, st, rc = gwt_up(&e, NULL);
     if (rc != 0)
@@ -272,7 +272,7 @@ out:
 
 static int test_routes_and_models_answer_as_openai(void)
 {
-    struct env e;
+    struct gwt_env e;
     struct gwt_resp g = {0};
     int fail = 0, rc = gwt_up(&e, NULL);
     if (rc != 0)
@@ -307,7 +307,7 @@ out:
 }
 
 /* Polls /health until its status is `want`; the last body (owned) or NULL. */
-static json_t *health_until(struct env *e, int want)
+static json_t *health_until(struct gwt_env *e, int want)
 {
     for (uint64_t end = rs_clock_ms() + 20000; rs_clock_ms() < end; usleep(20000)) {
         struct gwt_resp r;
@@ -325,7 +325,7 @@ static json_t *health_until(struct env *e, int want)
 
 static int test_health_names_the_stage_that_is_down(void)
 {
-    struct env e;
+    struct gwt_env e;
     const char *extra[] = {"--down-grace-ms", "100", NULL};
     struct gwt_resp r = {0};
     char ra[16];
@@ -378,7 +378,7 @@ static double series(const char *text, const char *prefix)
 
 static int test_metrics_export_vllm_names(void)
 {
-    struct env e;
+    struct gwt_env e;
     struct gwt_resp m = {0};
     int fail = 0, st, rc = gwt_up(&e, NULL);
     if (rc != 0)
@@ -425,7 +425,7 @@ out:
 
 static int test_logprobs_in_both_formats(void)
 {
-    struct env e;
+    struct gwt_env e;
     int fail = 0, st, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
@@ -469,7 +469,7 @@ out:
 
 static int test_stop_string_ends_the_text(void)
 {
-    struct env e;
+    struct gwt_env e;
     int fail = 0, st, st2, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
@@ -499,7 +499,7 @@ out:
 
 static int test_n_choices_and_prompt_batches(void)
 {
-    struct env e;
+    struct gwt_env e;
     int fail = 0, st, st2, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
@@ -539,7 +539,7 @@ out:
 
 static int test_tokenize_and_detokenize_round_trip(void)
 {
-    struct env e;
+    struct gwt_env e;
     int fail = 0, st, st2, st3, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
@@ -580,7 +580,7 @@ out:
 
 static int test_api_keys_are_required_and_checked(void)
 {
-    struct env e;
+    struct gwt_env e;
     char keyfile[600];
     snprintf(keyfile, sizeof(keyfile), "%s/keys", rs_test_tmpdir());
     FILE *f = fopen(keyfile, "w");
@@ -689,7 +689,7 @@ static int test_command_line_is_generated_from_the_tables(void)
 
 static int test_body_over_the_limit_is_413(void)
 {
-    struct env e;
+    struct gwt_env e;
     const char *extra[] = {"--max-body-bytes=2048", NULL}; /* the --opt=value form */
     char *big = malloc(8192);
     int fail = 0, st, rc = gwt_up(&e, extra);
@@ -728,7 +728,7 @@ out:
 
 static int test_overload_is_429_with_retry_after(void)
 {
-    struct env e;
+    struct gwt_env e;
     const char *extra[] = {"--max-inflight", "1", NULL};
     int fail = 0, st = 0, rc = gwt_up(&e, extra);
     if (rc != 0)
@@ -774,7 +774,7 @@ static void pipeline_load(struct rs_harness *h, uint64_t *kv_used, uint32_t *bus
 
 static int test_client_leaving_cancels_its_request(void)
 {
-    struct env e;
+    struct gwt_env e;
     const char *extra[] = {"--reattach-grace-ms", "0", NULL};
     int fail = 0, rc = gwt_up(&e, extra);
     if (rc != 0)

@@ -15,14 +15,14 @@
 #include <stdatomic.h>
 
 #include "ipc/pipeline_metrics.h"
-#include "tests/integration/test_gateway_http.h"
+#include "tests/integration/gateway_fixture.h"
 
 #define CTX GWT_CTX
 #define LONG_BODY                                                                                  \
     "{\"prompt\":\"Once upon a time\",\"max_tokens\":1000,\"temperature\":0,"                      \
     "\"ignore_eos\":true%s}"
 
-static _Atomic uint64_t *counter(struct env *e, enum rs_pipe_stage s, unsigned i)
+static _Atomic uint64_t *counter(struct gwt_env *e, enum rs_pipe_stage s, unsigned i)
 {
     return &rs_harness_view(&e->h)->metrics->stage[s].counter[i];
 }
@@ -62,7 +62,7 @@ static int text_of(const struct gwt_resp *r, int stream, char *out, size_t cap)
 }
 
 /* The reference: the same body without a key, on a quiet gateway. */
-static int reference(struct env *e, const char *body, int stream, char *out, size_t cap)
+static int reference(struct gwt_env *e, const char *body, int stream, char *out, size_t cap)
 {
     struct gwt_resp r;
     if (gwt_http(e->gw.port, "POST", "/v1/completions", NULL, body, &r) != 0)
@@ -73,7 +73,7 @@ static int reference(struct env *e, const char *body, int stream, char *out, siz
 }
 
 /* Waits until launcherd sampled `n` more tokens than `base`. */
-static void wait_sampled(struct env *e, uint64_t base, uint64_t n)
+static void wait_sampled(struct gwt_env *e, uint64_t base, uint64_t n)
 {
     _Atomic uint64_t *s = counter(e, RS_PIPE_STAGE_LAUNCHERD, RS_M_LAU_SAMPLED);
     for (uint64_t end = rs_clock_ms() + 20000; atomic_load(s) < base + n && rs_clock_ms() < end;)
@@ -83,7 +83,7 @@ static void wait_sampled(struct env *e, uint64_t base, uint64_t n)
 /* SIGKILL mid-generation, restart, retry: whole output, accepted and generated once. */
 static int retry_after_kill(int stream)
 {
-    struct env e;
+    struct gwt_env e;
     char body[512], want[16384], got[16384];
     static char text[1 << 20];
     int fail = 0, rc = gwt_up(&e, NULL);
@@ -131,7 +131,7 @@ static int test_keyed_stream_retry_after_sigkill_replays_from_the_first_token(vo
 
 static int test_retry_while_the_first_connection_is_open_takes_over(void)
 {
-    struct env e;
+    struct gwt_env e;
     char body[512], want[16384], got[16384], rest[65536];
     int fail = 0, rc = gwt_up(&e, NULL);
     if (rc != 0)
@@ -169,7 +169,7 @@ out:
 
 static int test_the_same_key_from_another_caller_is_another_request(void)
 {
-    struct env e;
+    struct gwt_env e;
     char keyfile[600], body[512];
     snprintf(keyfile, sizeof(keyfile), "%s/keys", rs_test_tmpdir());
     FILE *f = fopen(keyfile, "w");
@@ -224,7 +224,7 @@ out:
 
 static int test_a_client_back_within_the_grace_reattaches(void)
 {
-    struct env e;
+    struct gwt_env e;
     char body[512], want[16384], got[16384];
     int fail = 0, rc = gwt_up(&e, NULL); /* the default grace: 10 s */
     if (rc != 0)
@@ -254,7 +254,7 @@ out:
 
 static int test_a_client_that_does_not_return_is_cancelled_after_the_grace(void)
 {
-    struct env e;
+    struct gwt_env e;
     const char *extra[] = {"--reattach-grace-ms", "50", NULL};
     char body[512];
     int fail = 0, rc = gwt_up(&e, extra);
@@ -330,7 +330,7 @@ static void *storm_run(void *arg)
 
 static int test_sigkill_storm_with_retrying_clients_runs_no_request_twice(void)
 {
-    struct env e;
+    struct gwt_env e;
     struct storm_client cl[STORM_CLIENTS];
     pthread_t th[STORM_CLIENTS];
     _Atomic int stop = 0;
@@ -387,7 +387,7 @@ out:
 
 static int test_back_on_its_port_after_sigkill(void)
 {
-    struct env e;
+    struct gwt_env e;
     int fail = 0, rc = gwt_up(&e, NULL);
     if (rc != 0)
         return rc;
@@ -412,7 +412,7 @@ out:
 /* A supervisor holding the socket (systemd socket activation): the port never closes. */
 static int test_a_held_socket_keeps_the_port_open_across_a_sigkill(void)
 {
-    struct env e;
+    struct gwt_env e;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof(a);
     int fail = 0, one = 1, rc = gwt_up(&e, NULL), held = -1, fd = -1;

@@ -11,7 +11,7 @@
  */
 #include <sys/resource.h>
 
-#include "tests/integration/test_gateway_http.h"
+#include "tests/integration/gateway_fixture.h"
 
 static int threads_of(pid_t pid)
 {
@@ -42,7 +42,7 @@ static int health_on(int fd)
 
 static int test_a_thousand_idle_keepalive_connections_without_a_thread_each(void)
 {
-    struct env e;
+    struct gwt_env e;
     struct rlimit rl;
     static int fds[N_IDLE];
     int fail = 0, opened = 0, rc;
@@ -104,7 +104,7 @@ static long trickle_until_closed(int fd, const char *what, uint64_t limit_ms)
 
 static int test_slow_and_silent_clients_are_disconnected(void)
 {
-    struct env e;
+    struct gwt_env e;
     const char *extra[] = {"--read-timeout", "1", "--idle-timeout", "2", NULL};
     int fail = 0, rc = gwt_up(&e, extra);
     if (rc != 0)
@@ -147,7 +147,7 @@ out:
 
 static int test_oversized_headers_are_refused(void)
 {
-    struct env e;
+    struct gwt_env e;
     const char *extra[] = {"--max-header-bytes", "8192", NULL};
     char *hdr = malloc(20000);
     int fail = 0, rc = gwt_up(&e, extra);

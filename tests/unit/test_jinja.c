@@ -11,7 +11,7 @@
  */
 #include <sys/wait.h>
 
-#include "tests/unit/test_jinja_util.h"
+#include "tests/unit/jinja_fixture.h"
 
 #define MAX_FILE (4u << 20)
 

@@ -9,7 +9,7 @@
  * (SecurityError for list.append and dict.update, list.pop allowed as in
  * Jinja 3.1), filters, tests and the globals. Expected values are Python's.
  */
-#include "tests/unit/test_jinja_util.h"
+#include "tests/unit/jinja_fixture.h"
 
 static int test_tojson_as_json_dumps(void)
 {

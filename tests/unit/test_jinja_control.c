@@ -12,7 +12,7 @@
  */
 #include <pthread.h>
 
-#include "tests/unit/test_jinja_util.h"
+#include "tests/unit/jinja_fixture.h"
 
 static int test_loop_variables(void)
 {

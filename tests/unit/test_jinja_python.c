@@ -11,7 +11,7 @@
  */
 #include <unistd.h>
 
-#include "tests/unit/test_jinja_util.h"
+#include "tests/unit/jinja_fixture.h"
 
 static char *slurp(const char *path, size_t *len)
 {

@@ -7,7 +7,7 @@
  * errors naming line:column (unknown tags, unsupported tags, unknown filters
  * outside an if, break outside a loop). Expected values are Jinja2's.
  */
-#include "tests/unit/test_jinja_util.h"
+#include "tests/unit/jinja_fixture.h"
 
 static int test_trim_blocks_eats_one_newline(void)
 {

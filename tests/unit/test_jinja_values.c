@@ -8,7 +8,7 @@
  * slicing with negative steps, attribute-versus-item lookup, and Markup's
  * escaping of what is added to it. Expected values are Python's.
  */
-#include "tests/unit/test_jinja_util.h"
+#include "tests/unit/jinja_fixture.h"
 
 static int test_undefined_semantics(void)
 {

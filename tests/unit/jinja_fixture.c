@@ -1,40 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers for the chat-template renderer's unit tests: compile and render a
- * template given inline, with variables from a JSON object (messages, tools,
- * bos_token, eos_token and add_generation_prompt taken from it, the rest
- * passed as template variables), the date pinned to 2026-01-15, and checks
- * that compare the output byte for byte or the error's kind (and position).
- * Expected values are Python Jinja2 3.1's, written by hand in each test.
+ * The chat-template renderer tests' fixture (jinja_fixture.h): compile and
+ * render with variables from JSON, the date pinned, and the checks behind
+ * OUT, ERR and ERR_AT. Part of rs_testlib.
  */
-#ifndef RS_TEST_JINJA_UTIL_H
-#define RS_TEST_JINJA_UTIL_H
+#include "tests/unit/jinja_fixture.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "common/jinja.h"
-#include "tests/rs_test.h"
-
-struct jt_result {
-    rs_err rc;
-    char *out;
-    size_t len;
-    struct rs_jinja_error err;
-    int compiled;
-};
-
-static inline void jt_free(struct jt_result *r)
+void jt_free(struct jt_result *r)
 {
     free(r->out);
     rs_jinja_error_fini(&r->err);
     memset(r, 0, sizeof(*r));
 }
 
-/* Renders tmpl with the variables of JSON object `vars` (may be NULL). */
-static inline void jt_run_lim(const char *tmpl, const char *vars, const struct rs_jinja_limits *lim,
-                              struct jt_result *r)
+void jt_run_lim(const char *tmpl, const char *vars, const struct rs_jinja_limits *lim,
+                struct jt_result *r)
 {
     memset(r, 0, sizeof(*r));
     rs_jinja *t;
@@ -82,13 +62,13 @@ static inline void jt_run_lim(const char *tmpl, const char *vars, const struct r
     rs_jinja_destroy(&t);
 }
 
-static inline void jt_run(const char *tmpl, const char *vars, struct jt_result *r)
+void jt_run(const char *tmpl, const char *vars, struct jt_result *r)
 {
     jt_run_lim(tmpl, vars, NULL, r);
 }
 
-static inline int jt_check_out(const char *file, int line, const char *tmpl, const char *vars,
-                               const char *want, size_t want_len)
+int jt_check_out(const char *file, int line, const char *tmpl, const char *vars,
+                 const char *want, size_t want_len)
 {
     struct jt_result r;
     jt_run(tmpl, vars, &r);
@@ -106,9 +86,9 @@ static inline int jt_check_out(const char *file, int line, const char *tmpl, con
     return ok;
 }
 
-static inline int jt_check_err(const char *file, int line, const char *tmpl, const char *vars,
-                               enum rs_jinja_errkind kind, unsigned eline, unsigned ecol,
-                               const char *msg_part)
+int jt_check_err(const char *file, int line, const char *tmpl, const char *vars,
+                 enum rs_jinja_errkind kind, unsigned eline, unsigned ecol,
+                 const char *msg_part)
 {
     struct jt_result r;
     jt_run(tmpl, vars, &r);
@@ -130,24 +110,3 @@ static inline int jt_check_err(const char *file, int line, const char *tmpl, con
     jt_free(&r);
     return ok;
 }
-
-/* Expected output given as a C string literal (may contain NUL via sizeof). */
-#define OUT(tmpl, vars, want)                                                                 \
-    do {                                                                                      \
-        if (!jt_check_out(__FILE__, __LINE__, tmpl, vars, want, sizeof(want) - 1))            \
-            return 1;                                                                         \
-    } while (0)
-
-#define ERR(tmpl, vars, kind)                                                                 \
-    do {                                                                                      \
-        if (!jt_check_err(__FILE__, __LINE__, tmpl, vars, RS_JINJA_ERR_##kind, 0, 0, NULL))   \
-            return 1;                                                                         \
-    } while (0)
-
-#define ERR_AT(tmpl, vars, kind, line, col, msg)                                              \
-    do {                                                                                      \
-        if (!jt_check_err(__FILE__, __LINE__, tmpl, vars, RS_JINJA_ERR_##kind, line, col, msg)) \
-            return 1;                                                                         \
-    } while (0)
-
-#endif

@@ -1,56 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the gatewayd tests share: a gatewayd process started by the test
- * on the instance of a tests/pipeline_harness.h harness (SIGKILLed and
- * restarted at will, on the same port), and a small blocking HTTP/1.1
- * client over real TCP sockets (chunked bodies decoded, SSE events split),
- * so the checks see exactly the bytes a client sees. Leaves out TLS and
- * pipelining, which gatewayd does not offer.
+ * The gatewayd test fixture (gateway_fixture.h): the gatewayd process the
+ * tests start, SIGKILL and restart, and the small blocking HTTP/1.1 client.
+ * Part of rs_testlib.
  */
-#ifndef TEST_GATEWAY_HTTP_H
-#define TEST_GATEWAY_HTTP_H
-
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <jansson.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "common/clock.h"
-#include "tests/pipeline_harness.h"
-#include "tests/rs_test.h"
-
-#define GWT_EXTRA_MAX 16
-
-struct gwt_gw {
-    struct rs_harness *h;
-    uint16_t port;
-    pid_t pid;
-    unsigned starts;
-    const char *extra[GWT_EXTRA_MAX]; /* more gatewayd arguments, NULL-terminated */
-    int held_fd;                      /* > 0: a listening socket the test holds (--listen-fd) */
-    char log[512];
-};
-
-struct gwt_resp {
-    int status;
-    char head[16384]; /* status line and headers */
-    char *body;       /* decoded body (owned), NUL-terminated */
-    size_t len;
-};
+#include "tests/integration/gateway_fixture.h"
 
 /* A TCP port nothing listens on now (the kernel's pick). */
-static inline uint16_t gwt_free_port(void)
+static uint16_t gwt_free_port(void)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t n = sizeof(a);
@@ -65,8 +22,7 @@ static inline uint16_t gwt_free_port(void)
     return ntohs(a.sin_port);
 }
 
-/* A connected socket to 127.0.0.1:port, or -1. */
-static inline int gwt_connect(uint16_t port)
+int gwt_connect(uint16_t port)
 {
     struct sockaddr_in a = {
         .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -81,7 +37,7 @@ static inline int gwt_connect(uint16_t port)
     return fd;
 }
 
-static inline int gwt_send_all(int fd, const char *p, size_t n)
+int gwt_send_all(int fd, const char *p, size_t n)
 {
     while (n > 0) {
         ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
@@ -93,9 +49,8 @@ static inline int gwt_send_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* Sends one request (body may be NULL; headers: extra "Name: value\r\n" lines or NULL). */
-static inline int gwt_send(int fd, const char *method, const char *path, const char *headers,
-                           const char *body, int keep_alive)
+int gwt_send(int fd, const char *method, const char *path, const char *headers, const char *body,
+             int keep_alive)
 {
     char head[4096];
     size_t blen = body != NULL ? strlen(body) : 0;
@@ -110,8 +65,7 @@ static inline int gwt_send(int fd, const char *method, const char *path, const c
                : 0;
 }
 
-/* Reads up to cap bytes within timeout_ms; bytes read, 0 at EOF, -1 on error or timeout. */
-static inline ssize_t gwt_recv(int fd, char *buf, size_t cap, int timeout_ms)
+ssize_t gwt_recv(int fd, char *buf, size_t cap, int timeout_ms)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, timeout_ms) <= 0)
@@ -119,9 +73,7 @@ static inline ssize_t gwt_recv(int fd, char *buf, size_t cap, int timeout_ms)
     return recv(fd, buf, cap, 0);
 }
 
-/* The value of header `name` in r's head (NUL-terminated copy in out), or NULL. */
-static inline const char *gwt_header(const struct gwt_resp *r, const char *name, char *out,
-                                     size_t cap)
+const char *gwt_header(const struct gwt_resp *r, const char *name, char *out, size_t cap)
 {
     size_t n = strlen(name);
     for (const char *l = strstr(r->head, "\r\n"); l != NULL; l = strstr(l + 2, "\r\n")) {
@@ -137,7 +89,7 @@ static inline const char *gwt_header(const struct gwt_resp *r, const char *name,
 }
 
 /* Decodes a chunked body in place; the decoded length, or -1 if malformed. */
-static inline ssize_t gwt_dechunk(char *b, size_t n)
+static ssize_t gwt_dechunk(char *b, size_t n)
 {
     size_t in = 0, out = 0;
     for (;;) {
@@ -157,12 +109,7 @@ static inline ssize_t gwt_dechunk(char *b, size_t n)
     }
 }
 
-/*
- * Reads one whole response from fd (headers, then a Content-Length or
- * chunked body, or everything to EOF). 0, or -1 when the connection ended
- * early or nothing came within timeout_ms between reads.
- */
-static inline int gwt_read(int fd, struct gwt_resp *r, int timeout_ms)
+int gwt_read(int fd, struct gwt_resp *r, int timeout_ms)
 {
     size_t cap = 1 << 16, n = 0, hl = 0; /* hl: header bytes, 0 until they are in */
     char *b = malloc(cap + 1), cl[32], te[32];
@@ -211,15 +158,14 @@ static inline int gwt_read(int fd, struct gwt_resp *r, int timeout_ms)
     return -1;
 }
 
-static inline void gwt_resp_free(struct gwt_resp *r)
+void gwt_resp_free(struct gwt_resp *r)
 {
     free(r->body);
     r->body = NULL;
 }
 
-/* One request on a fresh connection. 0 with *r filled, -1 when it failed. */
-static inline int gwt_http(uint16_t port, const char *method, const char *path, const char *headers,
-                           const char *body, struct gwt_resp *r)
+int gwt_http(uint16_t port, const char *method, const char *path, const char *headers,
+             const char *body, struct gwt_resp *r)
 {
     int fd = gwt_connect(port);
     if (fd < 0)
@@ -229,16 +175,12 @@ static inline int gwt_http(uint16_t port, const char *method, const char *path, 
     return rc;
 }
 
-/* r's body parsed as JSON (owned), or NULL. */
-static inline json_t *gwt_json(const struct gwt_resp *r)
+json_t *gwt_json(const struct gwt_resp *r)
 {
     return r->body != NULL ? json_loadb(r->body, r->len, 0, NULL) : NULL;
 }
 
-/* --- the gatewayd process ---------------------------------------------------------------- */
-
-/* Starts gatewayd (again, on the same port); waits for /health 200 when wait_healthy. */
-static inline int gwt_gw_start(struct gwt_gw *g, int wait_healthy)
+int gwt_gw_start(struct gwt_gw *g, int wait_healthy)
 {
     char bin[600], port[8];
     const char *argv[32] = {bin,           "--instance", g->h->instance, "--rundir", g->h->rundir,
@@ -284,7 +226,7 @@ static inline int gwt_gw_start(struct gwt_gw *g, int wait_healthy)
     return -1;
 }
 
-static inline void gwt_gw_kill(struct gwt_gw *g, int sig)
+void gwt_gw_kill(struct gwt_gw *g, int sig)
 {
     if (g->pid <= 0)
         return;
@@ -295,7 +237,8 @@ static inline void gwt_gw_kill(struct gwt_gw *g, int sig)
     }
 }
 
-static inline void gwt_gw_dump(const struct gwt_gw *g)
+/* Copies gatewayd's log of its last start to stderr. */
+static void gwt_gw_dump(const struct gwt_gw *g)
 {
     char line[1024];
     FILE *f = fopen(g->log, "r");
@@ -306,31 +249,7 @@ static inline void gwt_gw_dump(const struct gwt_gw *g)
         fclose(f);
 }
 
-/* --- an instance with a gatewayd ----------------------------------------------------------- */
-
-#define GWT_MODEL "stories260K.gguf"
-#define GWT_CTX 1024
-
-struct env {
-    struct rs_harness h;
-    struct gwt_gw gw;
-    char model[512];
-};
-
-/* A check that fails the case and jumps to its `out:` clean-up (needs int fail). */
-#define GCHECK(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            fail = 1;                                                                              \
-            goto out;                                                                              \
-        }                                                                                          \
-    } while (0)
-
-/* The four daemons on stories260K and a gatewayd with extra arguments (NULL-terminated). */
-static inline int gwt_up(struct env *e, const char *const *extra)
+int gwt_up(struct gwt_env *e, const char *const *extra)
 {
     struct rs_harness_opts o = {0};
     memset(e, 0, sizeof(*e));
@@ -352,7 +271,7 @@ static inline int gwt_up(struct env *e, const char *const *extra)
     return 0;
 }
 
-static inline void gwt_down(struct env *e, int failed)
+void gwt_down(struct gwt_env *e, int failed)
 {
     if (failed) {
         gwt_gw_dump(&e->gw);
@@ -362,8 +281,7 @@ static inline void gwt_down(struct env *e, int failed)
     rs_harness_stop(&e->h, failed);
 }
 
-/* Reads fd until the stream's first content chunk arrived: 0, or -1. */
-static inline int gwt_first_chunk(int fd)
+int gwt_first_chunk(int fd)
 {
     char buf[8192];
     size_t n = 0;
@@ -379,15 +297,7 @@ static inline int gwt_first_chunk(int fd)
     return -1;
 }
 
-/* --- SSE --------------------------------------------------------------------------------- */
-
-/*
- * Splits a stream body into its events' data payloads (events[i] borrowed
- * from body, which is modified). Checks the framing: every event is exactly
- * one "data: " line followed by a blank line. Returns the count, -1 when the
- * framing is wrong.
- */
-static inline int gwt_sse_split(char *body, char **events, int cap)
+int gwt_sse_split(char *body, char **events, int cap)
 {
     int n = 0;
     char *p = body;
@@ -402,5 +312,3 @@ static inline int gwt_sse_split(char *body, char **events, int cap)
     }
     return n;
 }
-
-#endif
