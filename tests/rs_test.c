@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char tmpdir[256]; /* rs_test_tmpdir's, once made */
@@ -93,4 +95,31 @@ void rs_test_unique_name(const char *prefix, char *buf, size_t buf_len)
 {
     static atomic_uint counter;
     snprintf(buf, buf_len, "%s-%d-%u", prefix, (int)getpid(), atomic_fetch_add(&counter, 1));
+}
+
+int rs_test_run(const char *bin, const char *const *args, char *out, size_t cap)
+{
+    char path[600], file[700];
+    static unsigned runs;
+    snprintf(path, sizeof(path), "%s/%s", rs_test_bindir(), bin);
+    snprintf(file, sizeof(file), "%s/run-%u.out", rs_test_tmpdir(), runs++);
+    const char *argv[16] = {path};
+    for (int i = 0; args[i] != NULL && i < 14; i++)
+        argv[i + 1] = args[i];
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(path, (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    FILE *f = fopen(file, "r");
+    size_t n = f != NULL ? fread(out, 1, cap - 1, f) : 0;
+    out[n] = '\0';
+    if (f != NULL)
+        fclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

@@ -60,6 +60,13 @@ const char *rs_test_bindir(void);
 /* A scratch directory unique to this process, created on first use. */
 const char *rs_test_tmpdir(void);
 
+/*
+ * Runs the built program `bin` (in rs_test_bindir) with args (NULL-terminated, at
+ * most 14), its stdout and stderr together into out (cap bytes, NUL-terminated);
+ * returns its exit code, or 128 + the signal that ended it.
+ */
+int rs_test_run(const char *bin, const char *const *args, char *out, size_t cap);
+
 /* A name unique to this process and call, e.g. for shared-memory segments. */
 void rs_test_unique_name(const char *prefix, char *buf, size_t buf_len);
 

@@ -632,58 +632,31 @@ static int test_listening_beyond_loopback_needs_an_api_key(void)
     return 0;
 }
 
-/* Runs gatewayd with args; its exit code, stdout and stderr (together) into out. */
-static int run_gatewayd(const char *const *args, char *out, size_t cap)
-{
-    char bin[600], log[700];
-    const char *argv[16] = {bin};
-    snprintf(bin, sizeof(bin), "%s/gatewayd", rs_test_bindir());
-    snprintf(log, sizeof(log), "%s/gatewayd-cli.log", rs_test_tmpdir());
-    for (int i = 0; args[i] != NULL && i < 14; i++)
-        argv[i + 1] = args[i];
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    FILE *f = fopen(log, "r");
-    size_t n = f != NULL ? fread(out, 1, cap - 1, f) : 0;
-    out[n] = '\0';
-    if (f != NULL)
-        fclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* --help comes from the option tables (the pipeline's --instance/--rundir among them);
  * refusals exit 2 naming the option, in both value forms. */
 static int test_command_line_is_generated_from_the_tables(void)
 {
     static char out[16384];
     const char *help[] = {"--help", NULL};
-    RS_CHECK(run_gatewayd(help, out, sizeof(out)) == 0);
+    RS_CHECK(rs_test_run("gatewayd", help, out, sizeof(out)) == 0);
     RS_CHECK_MSG(strstr(out, "--instance NAME") && strstr(out, "--rundir DIR") &&
                      strstr(out, "--group NAME") && strstr(out, "--http-port N") &&
                      strstr(out, "--stream-buffer-bytes N") && strstr(out, "-h, --help"),
                  "help:\n%s", out);
     const char *eq[] = {"--http-port=70000", NULL};
-    RS_CHECK(run_gatewayd(eq, out, sizeof(out)) == 2);
+    RS_CHECK(rs_test_run("gatewayd", eq, out, sizeof(out)) == 2);
     RS_CHECK_MSG(strstr(out, "--http-port") && strstr(out, "0..65535"), "%s", out);
     const char *sep[] = {"--max-inflight", "0", NULL};
-    RS_CHECK(run_gatewayd(sep, out, sizeof(out)) == 2);
+    RS_CHECK(rs_test_run("gatewayd", sep, out, sizeof(out)) == 2);
     RS_CHECK_MSG(strstr(out, "--max-inflight"), "%s", out);
     const char *unknown[] = {"--frobnicate", NULL};
-    RS_CHECK(run_gatewayd(unknown, out, sizeof(out)) == 2);
+    RS_CHECK(rs_test_run("gatewayd", unknown, out, sizeof(out)) == 2);
     RS_CHECK_MSG(strstr(out, "unknown option '--frobnicate'"), "%s", out);
     const char *inst[] = {"--instance=a/b", NULL};
-    RS_CHECK(run_gatewayd(inst, out, sizeof(out)) == 2);
+    RS_CHECK(rs_test_run("gatewayd", inst, out, sizeof(out)) == 2);
     RS_CHECK_MSG(strstr(out, "--instance"), "%s", out);
     const char *operand[] = {"stray", NULL};
-    RS_CHECK(run_gatewayd(operand, out, sizeof(out)) == 2);
+    RS_CHECK(rs_test_run("gatewayd", operand, out, sizeof(out)) == 2);
     return 0;
 }
 

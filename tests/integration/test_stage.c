@@ -18,33 +18,6 @@
 #include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"
 
-/* Runs bin with args (NULL-terminated), stdout and stderr into out; returns the exit code. */
-static int run(const char *bin, const char *const *args, char *out, size_t cap)
-{
-    char path[600], file[400];
-    snprintf(path, sizeof(path), "%s/%s", rs_test_bindir(), bin);
-    snprintf(file, sizeof(file), "%s/stage.out", rs_test_tmpdir());
-    const char *argv[16] = {path};
-    for (int i = 0; args[i] != NULL && i < 14; i++)
-        argv[i + 1] = args[i];
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(path, (char *const *)argv);
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    FILE *f = fopen(file, "r");
-    size_t n = f != NULL ? fread(out, 1, cap - 1, f) : 0;
-    out[n] = '\0';
-    if (f != NULL)
-        fclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static const char *const daemons[RS_PIPE_N_STAGES] = {"tokenizerd", "schedulerd", "launcherd",
                                                       "postprocd"};
 
@@ -58,24 +31,24 @@ static int test_every_daemon_has_the_same_help_and_refusals(void)
     for (int s = 0; s < RS_PIPE_N_STAGES; s++) {
         const char *d = daemons[s];
         const char *help[] = {"--help", NULL};
-        RS_CHECK_MSG(run(d, help, out, sizeof(out)) == 0, "%s --help", d);
+        RS_CHECK_MSG(rs_test_run(d, help, out, sizeof(out)) == 0, "%s --help", d);
         RS_CHECK_MSG(strstr(out, "--model PATH") && strstr(out, "--max-seqs N") &&
                          strstr(out, "--group NAME") && strstr(out, "--cpus LIST") &&
                          strstr(out, "-h, --help"),
                      "%s --help lacks a shared option:\n%s", d, out);
         const char *unknown[] = {"--model", model, "--frobnicate", NULL};
-        RS_CHECK(run(d, unknown, out, sizeof(out)) == 2);
+        RS_CHECK(rs_test_run(d, unknown, out, sizeof(out)) == 2);
         RS_CHECK_MSG(strstr(out, "unknown option '--frobnicate'"), "%s: %s", d, out);
         const char *nomodel[] = {"--ctx=64", NULL};
-        RS_CHECK(run(d, nomodel, out, sizeof(out)) == 2 && strstr(out, "no model"));
+        RS_CHECK(rs_test_run(d, nomodel, out, sizeof(out)) == 2 && strstr(out, "no model"));
         const char *badval[] = {"--model", model, "--max-seqs=0", NULL};
-        RS_CHECK(run(d, badval, out, sizeof(out)) == 2);
+        RS_CHECK(rs_test_run(d, badval, out, sizeof(out)) == 2);
         RS_CHECK_MSG(strstr(out, "option --max-seqs: '0' is not an integer in 1..4096"), "%s: %s",
                      d, out);
         const char *missing[] = {bad_model, NULL};
-        RS_CHECK(run(d, missing, out, sizeof(out)) == 2 && strstr(out, "nonexistent.gguf"));
+        RS_CHECK(rs_test_run(d, missing, out, sizeof(out)) == 2 && strstr(out, "nonexistent.gguf"));
         const char *operand[] = {"--model", model, "stray", NULL};
-        RS_CHECK(run(d, operand, out, sizeof(out)) == 2 && strstr(out, "unexpected argument"));
+        RS_CHECK(rs_test_run(d, operand, out, sizeof(out)) == 2 && strstr(out, "unexpected argument"));
     }
     return 0;
 }
