@@ -208,7 +208,7 @@ static int test_tool_renders_exact_bytes(void)
     snprintf(want_path, sizeof(want_path),
              "%s/expected/meta-llama-Llama-3.1-8B-Instruct__tool_call_openai__gen1.txt", dir);
     char *argv[] = {tool, "--template", tmpl, "--messages", conv, "--add-generation-prompt",
-                    "--bos", "<|begin_of_text|>", "--eos", "<|eot_id|>", "--date", "2026-01-15", NULL};
+                    "--bos", "<|begin_of_text|>", "--eos=<|eot_id|>", "--date=2026-01-15", NULL};
     char *out, *err;
     size_t n, wl;
     int rc = run_tool(argv, &out, &n, &err);
