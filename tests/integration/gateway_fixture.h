@@ -50,7 +50,6 @@ struct gwt_resp {
     size_t len;
 };
 
-
 /* A connected socket to 127.0.0.1:port, or -1. */
 int gwt_connect(uint16_t port);
 
@@ -66,7 +65,6 @@ ssize_t gwt_recv(int fd, char *buf, size_t cap, int timeout_ms);
 
 /* The value of header `name` in r's head (NUL-terminated copy in out), or NULL. */
 const char *gwt_header(const struct gwt_resp *r, const char *name, char *out, size_t cap);
-
 
 /*
  * Reads one whole response from fd (headers, then a Content-Length or
@@ -92,7 +90,6 @@ int gwt_gw_start(struct gwt_gw *g, int wait_healthy);
 
 /* Sends sig to gatewayd; SIGKILL and SIGTERM also reap it. */
 void gwt_gw_kill(struct gwt_gw *g, int sig);
-
 
 /* --- an instance with a gatewayd ----------------------------------------------------------- */
 

@@ -67,8 +67,8 @@ void jt_run(const char *tmpl, const char *vars, struct jt_result *r)
     jt_run_lim(tmpl, vars, NULL, r);
 }
 
-int jt_check_out(const char *file, int line, const char *tmpl, const char *vars,
-                 const char *want, size_t want_len)
+int jt_check_out(const char *file, int line, const char *tmpl, const char *vars, const char *want,
+                 size_t want_len)
 {
     struct jt_result r;
     jt_run(tmpl, vars, &r);
@@ -87,13 +87,13 @@ int jt_check_out(const char *file, int line, const char *tmpl, const char *vars,
 }
 
 int jt_check_err(const char *file, int line, const char *tmpl, const char *vars,
-                 enum rs_jinja_errkind kind, unsigned eline, unsigned ecol,
-                 const char *msg_part)
+                 enum rs_jinja_errkind kind, unsigned eline, unsigned ecol, const char *msg_part)
 {
     struct jt_result r;
     jt_run(tmpl, vars, &r);
     int ok = r.rc != RS_OK && r.err.kind == kind && (!eline || r.err.line == eline) &&
-             (!ecol || r.err.col == ecol) && (!msg_part || (r.err.msg && strstr(r.err.msg, msg_part)));
+             (!ecol || r.err.col == ecol) &&
+             (!msg_part || (r.err.msg && strstr(r.err.msg, msg_part)));
     if (!ok) {
         fprintf(stderr, "%s:%d: template %s\n  want error %s", file, line, tmpl,
                 rs_jinja_errkind_name(kind));

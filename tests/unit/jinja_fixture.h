@@ -39,32 +39,31 @@ void jt_run_lim(const char *tmpl, const char *vars, const struct rs_jinja_limits
 void jt_run(const char *tmpl, const char *vars, struct jt_result *r);
 
 /* 1 when the output is want[0..want_len) byte for byte; else prints both at file:line, 0. */
-int jt_check_out(const char *file, int line, const char *tmpl, const char *vars,
-                 const char *want, size_t want_len);
+int jt_check_out(const char *file, int line, const char *tmpl, const char *vars, const char *want,
+                 size_t want_len);
 
 /* 1 when rendering fails with kind (at eline:ecol and with msg_part, when given); else
  * prints what came at file:line, 0. */
 int jt_check_err(const char *file, int line, const char *tmpl, const char *vars,
-                 enum rs_jinja_errkind kind, unsigned eline, unsigned ecol,
-                 const char *msg_part);
+                 enum rs_jinja_errkind kind, unsigned eline, unsigned ecol, const char *msg_part);
 
 /* Expected output given as a C string literal (may contain NUL via sizeof). */
-#define OUT(tmpl, vars, want)                                                                 \
-    do {                                                                                      \
-        if (!jt_check_out(__FILE__, __LINE__, tmpl, vars, want, sizeof(want) - 1))            \
-            return 1;                                                                         \
+#define OUT(tmpl, vars, want)                                                                      \
+    do {                                                                                           \
+        if (!jt_check_out(__FILE__, __LINE__, tmpl, vars, want, sizeof(want) - 1))                 \
+            return 1;                                                                              \
     } while (0)
 
-#define ERR(tmpl, vars, kind)                                                                 \
-    do {                                                                                      \
-        if (!jt_check_err(__FILE__, __LINE__, tmpl, vars, RS_JINJA_ERR_##kind, 0, 0, NULL))   \
-            return 1;                                                                         \
+#define ERR(tmpl, vars, kind)                                                                      \
+    do {                                                                                           \
+        if (!jt_check_err(__FILE__, __LINE__, tmpl, vars, RS_JINJA_ERR_##kind, 0, 0, NULL))        \
+            return 1;                                                                              \
     } while (0)
 
-#define ERR_AT(tmpl, vars, kind, line, col, msg)                                              \
-    do {                                                                                      \
-        if (!jt_check_err(__FILE__, __LINE__, tmpl, vars, RS_JINJA_ERR_##kind, line, col, msg)) \
-            return 1;                                                                         \
+#define ERR_AT(tmpl, vars, kind, line, col, msg)                                                   \
+    do {                                                                                           \
+        if (!jt_check_err(__FILE__, __LINE__, tmpl, vars, RS_JINJA_ERR_##kind, line, col, msg))    \
+            return 1;                                                                              \
     } while (0)
 
 #endif
