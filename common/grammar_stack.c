@@ -204,14 +204,19 @@ static int closure(struct gs_engine *e, struct gs_level *lv, struct gs_pair p)
         const struct ga_state *st = &a->states[q.state];
         if (st->has_bytes && level_add(e, lv, q))
             return -1;
-        if (st->n_calls > 0 && gs_depth(e, q) + 1 <= e->g->lim.max_stack_depth) {
-            for (uint32_t k = 0; k < st->n_calls; k++) {
-                const struct ga_call *c = &a->calls[st->call_off + k];
-                uint32_t np = intern(e, c->ret, q.parent);
-                if (np == GX_NONE ||
-                    work_push(e, &n_work, (struct gs_pair){a->rule_start[c->rule], np}))
-                    return -1;
-            }
+        int room = gs_depth(e, q) + 1 <= e->g->lim.max_stack_depth;
+        for (uint32_t k = 0; k < st->n_calls; k++) {
+            const struct ga_call *c = &a->calls[st->call_off + k];
+            const struct ga_state *ret = &a->states[c->ret];
+            /* a call in tail position needs no frame: the callee's end is the caller's */
+            int tail = ret->final && !ret->has_bytes && ret->n_calls == 0;
+            if (!tail && !room)
+                continue; /* deeper than max_stack_depth: this path is dead */
+            uint32_t np = q.parent; /* may be GS_BOTTOM, which is GX_NONE */
+            if (!tail && (np = intern(e, c->ret, q.parent)) == GX_NONE)
+                return -1;
+            if (work_push(e, &n_work, (struct gs_pair){a->rule_start[c->rule], np}))
+                return -1;
         }
         if (st->final) {
             if (q.parent == GS_BOTTOM)
