@@ -331,8 +331,14 @@ static int subset_construction(struct db *d)
         if (closure(d, &nf->kstart[r], 1, nf->kend[r]))
             return db_fail(d, RS_ENOMEM, "out of memory building the automaton");
         a->rule_start[r] = state_for(d, r);
+        if (a->rule_start[r] == GX_NONE && d->rc == RS_OK) {
+            char where[300], msg[400];
+            gx_rule_where(d->ir, nf->kept_ir[r], where, sizeof(where));
+            snprintf(msg, sizeof(msg), "%s: the rule matches no string", where);
+            return db_fail(d, RS_EINVAL, msg);
+        }
         if (a->rule_start[r] == GX_NONE)
-            return d->rc != RS_OK ? -1 : db_fail(d, RS_EINVAL, "a rule matches nothing");
+            return -1;
         for (uint32_t s = first; s < a->n_states; s++) {
             uint32_t kend = nf->kend[r];
             const uint32_t *set = d->sets.pool + d->sets.off[s];

@@ -309,6 +309,8 @@ static int parse_braces(struct gp *p, uint32_t *min, uint32_t *max)
         int no_max = parse_count(p, max);
         if (no_max < 0)
             return -1;
+        if (no_max && no_min)
+            return failf(p, start, RS_EINVAL, "expected a count in '{...}'");
         if (no_max)
             *max = GX_INF;
         skip_space(p, 0);
