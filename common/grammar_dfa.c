@@ -748,6 +748,17 @@ done:
 
 /* --- entry ----------------------------------------------------------------------------------- */
 
+/* next[] entries become (state << 1) | plain (see ga_next). */
+static void encode_next(struct ga_auto *a)
+{
+    size_t n = (size_t)a->n_states * a->n_bclass;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t t = a->next[i];
+        if (t != GX_NONE)
+            a->next[i] = t << 1 | (a->states[t].n_calls == 0 && !a->states[t].final);
+    }
+}
+
 void ga_free(struct ga_auto *a)
 {
     free(a->next);
@@ -805,5 +816,6 @@ rs_err ga_build(const struct gx_ir *ir, const struct gn_nfa *nfa,
     }
     a->bytes = (size_t)a->n_states * (a->n_bclass * sizeof(uint32_t) + sizeof(struct ga_state)) +
                a->n_calls * sizeof(struct ga_call);
+    encode_next(a);
     return RS_OK;
 }

@@ -181,7 +181,7 @@ struct ga_state {
 struct ga_auto {
     uint32_t n_states, n_rules, n_bclass;
     uint8_t bclass[256];    /* byte -> byte class */
-    uint32_t *next;         /* [n_states][n_bclass]: next state or GX_NONE */
+    uint32_t *next;         /* [n_states][n_bclass]: next state or GX_NONE (see ga_next) */
     struct ga_state *states;
     struct ga_call *calls;
     size_t n_calls;
@@ -226,9 +226,20 @@ rs_err ga_build(const struct gx_ir *ir, const struct gn_nfa *nfa,
                 char *err, size_t err_len);
 void ga_free(struct ga_auto *a);
 
-static inline uint32_t ga_next(const struct ga_auto *a, uint32_t s, uint8_t byte)
+/*
+ * After ga_build, next[] entries are (state << 1) | plain, plain meaning the
+ * state has no calls and cannot end (a byte there needs no closure), so the
+ * hot trie walk reads one word per byte; GX_NONE stays GX_NONE.
+ */
+static inline uint32_t ga_next_raw(const struct ga_auto *a, uint32_t s, uint8_t byte)
 {
     return a->next[(size_t)s * a->n_bclass + a->bclass[byte]];
+}
+
+static inline uint32_t ga_next(const struct ga_auto *a, uint32_t s, uint8_t byte)
+{
+    uint32_t v = ga_next_raw(a, s, byte);
+    return v == GX_NONE ? GX_NONE : v >> 1;
 }
 
 /* --- vocab trie (token_trie.c) ------------------------------------------------------------- */
@@ -327,6 +338,9 @@ struct gs_engine {
     uint32_t n_levels; /* levels 0 .. n_levels - 1 are valid */
     struct gs_pair *work; /* closure worklist */
     size_t cap_work;
+    uint32_t *path_state; /* gs_path: per depth, the top state while the path is plain */
+    uint32_t *path_level; /* gs_path: per depth, the engine level, GX_NONE while plain */
+    size_t cap_path;
     uint64_t *seen;       /* closure dedup set (keys + 1), seen_mask + 1 slots */
     size_t seen_mask;
     uint32_t *seen_used;
@@ -364,6 +378,46 @@ void gs_drop(struct gs_engine *e, uint32_t d);
  * they outnumber the used ones. Returns 0 or -1.
  */
 int gs_commit(struct gs_engine *e, uint32_t d);
+
+/*
+ * Byte paths from one stack (trie walks): while every byte stays inside the top
+ * rule on a state with no calls and no end, the path is one table lookup per
+ * byte; the level machinery takes over from the first byte that needs a
+ * closure, from a level holding the stack the path had reached.
+ */
+struct gs_path {
+    struct gs_engine *e;
+    uint32_t base;         /* level holding the one start stack */
+    uint32_t parent;       /* its rest */
+    struct gs_level plain; /* what a plain depth reports: one stack, no flags */
+};
+
+/* Starts a path walk from level base (exactly one stack). 0, or -1 (no memory). */
+int gs_path_init(struct gs_path *w, struct gs_engine *e, uint32_t base);
+/* gs_path_step once a byte needs the levels (grammar_stack.c). */
+int gs_path_step_levels(struct gs_path *w, uint32_t d, uint8_t b, const struct gs_level **lv);
+
+/*
+ * Depth d (>= 1) := depth d - 1 of the current path (valid) advanced over b.
+ * Returns the stacks alive (0: dead) and sets *lv to the depth's level (flags
+ * end, popped, overflow, max_depth); -1 on overflow (*lv says) or no memory.
+ */
+static inline int gs_path_step(struct gs_path *w, uint32_t d, uint8_t b,
+                               const struct gs_level **lv)
+{
+    struct gs_engine *e = w->e;
+    if (e->path_level[d - 1] == GX_NONE) {
+        uint32_t v = ga_next_raw(&e->g->a, e->path_state[d - 1], b);
+        if (v == GX_NONE || (v & 1)) { /* dead, or a plain byte: no closure needed */
+            *lv = &w->plain;
+            e->path_level[d] = GX_NONE;
+            e->path_state[d] = v >> 1;
+            w->plain.n = v != GX_NONE;
+            return (int)w->plain.n;
+        }
+    }
+    return gs_path_step_levels(w, d, b, lv);
+}
 
 /* --- matcher (grammar_match.c) ----------------------------------------------------------- */
 

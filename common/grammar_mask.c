@@ -70,12 +70,15 @@ static void walk_uncertain(struct walk *w, const rs_grammar_vocab *gv, uint32_t 
 static int cache_walk(const rs_grammar *g, struct gs_engine *e, uint32_t base, struct walk *w)
 {
     const rs_grammar_vocab *gv = g->gv;
+    struct gs_path path;
+    if (gs_path_init(&path, e, base))
+        return -1;
     w->popped[0] = 0;
     for (uint32_t i = 0; i < gv->n_nodes && !w->oom;) {
         const struct tt_node *nd = &gv->nodes[i];
         uint32_t d = nd->depth;
-        int r = gs_step(e, base + d - 1, nd->byte);
-        const struct gs_level *lv = &e->lv[base + d];
+        const struct gs_level *lv;
+        int r = gs_path_step(&path, d, nd->byte, &lv);
         if (r < 0 && !lv->overflow)
             return -1;
         if (r < 0) { /* too ambiguous to decide here: the full stacks decide */
@@ -254,13 +257,13 @@ static void set_node_tokens(const rs_grammar_vocab *gv, const struct tt_node *nd
  * their parents' paths above base, allowing every token some stack reads to
  * its end, skipping each subtree whose prefix no stack can read.
  */
-static int walk_nodes(struct gs_engine *e, const rs_grammar_vocab *gv, uint32_t base, uint32_t i,
-                      uint32_t end, uint32_t *row)
+static int walk_nodes(struct gs_path *path, const rs_grammar_vocab *gv, uint32_t i, uint32_t end,
+                      uint32_t *row)
 {
     while (i < end) {
         const struct tt_node *nd = &gv->nodes[i];
-        int r = gs_step(e, base + nd->depth - 1, nd->byte);
-        const struct gs_level *lv = &e->lv[base + nd->depth];
+        const struct gs_level *lv;
+        int r = gs_path_step(path, nd->depth, nd->byte, &lv);
         if (r < 0 && !lv->overflow)
             return -1;
         if (r > 0 || (r == 0 && lv->end))
@@ -280,10 +283,11 @@ static int check_uncertain(rs_grammar_matcher *m, struct gs_pair p, const struct
 {
     const rs_grammar_vocab *gv = m->g->gv;
     struct gs_engine *e = &m->e;
+    struct gs_path path;
     int base = gs_push(e, &p, 1);
-    if (base < 0)
+    if (base < 0 || gs_path_init(&path, e, (uint32_t)base))
         return -1;
-    uint32_t B = (uint32_t)base, valid = 0, dead_at = UINT32_MAX, shared = 0;
+    uint32_t valid = 0, dead_at = UINT32_MAX, shared = 0;
     int rc = 0;
     for (uint32_t k = 0; k < x->n_unc && rc == 0; k++) {
         shared = k == 0 ? 0 : (x->unc_lcp[k] < shared ? x->unc_lcp[k] : shared);
@@ -295,12 +299,14 @@ static int check_uncertain(rs_grammar_matcher *m, struct gs_pair p, const struct
         dead_at = UINT32_MAX;
         if (valid > shared)
             valid = shared;
-        const uint8_t *path = node_path(gv, node, &D);
+        const uint8_t *bytes = node_path(gv, node, &D);
+        const struct gs_level *lv = NULL;
+        int r = 1;
         for (uint32_t d = valid + 1; d <= D; d++) {
-            int r = gs_step(e, B + d - 1, path[d - 1]);
-            if (r < 0 && !e->lv[B + d].overflow)
+            r = gs_path_step(&path, d, bytes[d - 1], &lv);
+            if (r < 0 && !lv->overflow)
                 rc = -1;
-            if (r < 0 || (r == 0 && !e->lv[B + d].end)) {
+            if (r < 0 || (r == 0 && !lv->end)) {
                 dead_at = d;
                 break;
             }
@@ -309,13 +315,17 @@ static int check_uncertain(rs_grammar_matcher *m, struct gs_pair p, const struct
         shared = D;
         if (dead_at != UINT32_MAX || rc != 0)
             continue;
-        const struct gs_level *lv = &e->lv[B + D];
-        if (!sub && (lv->n > 0 || lv->end))
+        if (lv == NULL) { /* the whole path was shared: re-read its last depth */
+            r = D == 0 ? 1 : gs_path_step(&path, D, bytes[D - 1], &lv);
+            if (r < 0)
+                continue;
+        }
+        if (!sub && (r > 0 || lv->end))
             set_node_tokens(gv, nd, row);
-        else if (sub && lv->n > 0)
-            rc = walk_nodes(e, gv, B, node + 1, nd->end, row);
+        else if (sub && r > 0)
+            rc = walk_nodes(&path, gv, node + 1, nd->end, row);
     }
-    gs_drop(e, B);
+    gs_drop(e, (uint32_t)base);
     return rc;
 }
 
@@ -324,10 +334,11 @@ static int check_all(rs_grammar_matcher *m, struct gs_pair p, uint32_t *row)
 {
     const rs_grammar_vocab *gv = m->g->gv;
     struct gs_engine *e = &m->e;
+    struct gs_path path;
     int base = gs_push(e, &p, 1);
-    if (base < 0)
+    if (base < 0 || gs_path_init(&path, e, (uint32_t)base))
         return -1;
-    int rc = walk_nodes(e, gv, (uint32_t)base, 0, gv->n_nodes, row);
+    int rc = walk_nodes(&path, gv, 0, gv->n_nodes, row);
     gs_drop(e, (uint32_t)base);
     return rc;
 }

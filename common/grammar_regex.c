@@ -140,15 +140,16 @@ static int add_class_escape(struct rp *p, struct cpset *c, char e, int wide)
     const uint32_t *narrow = which == U_DIGIT ? ascii_digit : which == U_WORD ? ascii_word
                            : ascii_space;
     size_t narrow_pairs = which == U_DIGIT ? 1 : which == U_WORD ? 4 : 2;
-    size_t wp;
-    const uint32_t *w = u_set(which, &wp);
+    /* lower + narrow: ASCII; lower + wide: Unicode; upper: the complement of the other one */
+    int use_wide = upper ? !wide : wide;
+    size_t wp = 0;
+    const uint32_t *w = use_wide ? u_set(which, &wp) : narrow; /* built on first need only */
     if (w == NULL) {
         p->ir->err = RS_ENOMEM;
         return -1;
     }
-    /* lower + narrow: ASCII; lower + wide: Unicode; upper: the complement of the other one */
-    const uint32_t *base = (upper ? !wide : wide) ? w : narrow;
-    size_t base_pairs = (upper ? !wide : wide) ? wp : narrow_pairs;
+    const uint32_t *base = w;
+    size_t base_pairs = use_wide ? wp : narrow_pairs;
     if (!upper)
         return set_add_all(p, c, base, base_pairs);
     uint32_t next = 0;
@@ -493,14 +494,17 @@ static uint32_t parse_seq(struct rp *p)
         uint32_t atom = parse_atom(p);
         if (atom == GX_NONE)
             goto done;
-        for (;;) {
-            uint32_t min, max;
-            int q = parse_quant(p, &min, &max);
-            if (q < 0)
-                goto done;
-            if (q == 0)
-                break;
+        uint32_t min, max;
+        int q = parse_quant(p, &min, &max);
+        if (q < 0)
+            goto done;
+        if (q > 0) {
             atom = gx_rep(p->ir, atom, min, max);
+            char c = p->pos < p->n ? p->s[p->pos] : '\0';
+            if (c == '*' || c == '+' || c == '?' || c == '{') { /* both dialects refuse "a**" */
+                failf(p, p->pos, RS_EINVAL, "'%c' has nothing to repeat", c);
+                goto done;
+            }
         }
         if (gx_list_push(p->ir, &items, atom))
             goto done;

@@ -54,6 +54,8 @@ void gs_fini(struct gs_engine *e)
     free(e->pairs);
     free(e->lv);
     free(e->work);
+    free(e->path_state);
+    free(e->path_level);
     free(e->seen);
     free(e->seen_used);
     memset(e, 0, sizeof(*e));
@@ -173,7 +175,8 @@ static int level_add(struct gs_engine *e, struct gs_level *lv, struct gs_pair p)
         lv->overflow = 1;
         return 0;
     }
-    if (gx_reserve((void **)&e->pairs, &e->cap_pairs, e->n_pairs + 1, sizeof(struct gs_pair)))
+    if (e->n_pairs >= e->cap_pairs &&
+        gx_reserve((void **)&e->pairs, &e->cap_pairs, e->n_pairs + 1, sizeof(struct gs_pair)))
         return -1;
     e->pairs[e->n_pairs++] = p;
     lv->n++;
@@ -243,7 +246,8 @@ void gs_reset(struct gs_engine *e)
 /* Opens level d (d == n_levels) at the end of the pair buffer. */
 static struct gs_level *level_open(struct gs_engine *e, uint32_t d)
 {
-    if (gx_reserve((void **)&e->lv, &e->cap_lv, (size_t)d + 1, sizeof(struct gs_level)))
+    if (d >= e->cap_lv &&
+        gx_reserve((void **)&e->lv, &e->cap_lv, (size_t)d + 1, sizeof(struct gs_level)))
         return NULL;
     struct gs_level *lv = &e->lv[d];
     memset(lv, 0, sizeof(*lv));
@@ -286,7 +290,8 @@ void gs_truncate(struct gs_engine *e, uint32_t d)
 {
     if (e->n_levels <= d + 1)
         return;
-    nodes_truncate(e, e->lv[d + 1].node_mark);
+    if (e->n_nodes > e->lv[d + 1].node_mark)
+        nodes_truncate(e, e->lv[d + 1].node_mark);
     e->n_pairs = e->lv[d].off + e->lv[d].n;
     e->n_levels = d + 1;
 }
@@ -310,6 +315,18 @@ int gs_step(struct gs_engine *e, uint32_t d, uint8_t b)
     const struct gs_level *src = &e->lv[d];
     uint32_t off = src->off, n = src->n;
     int rc = 0;
+    if (n == 1) { /* the common case: one stack, and often a plain byte inside a rule */
+        struct gs_pair p = e->pairs[off];
+        uint32_t t = ga_next(a, p.state, b);
+        if (t == GX_NONE)
+            return 0;
+        const struct ga_state *st = &a->states[t];
+        if (st->n_calls == 0 && !st->final) /* trimmed: it has bytes */
+            return level_add(e, lv, (struct gs_pair){t, p.parent}) ? -1 : (int)lv->n;
+        rc = closure(e, lv, (struct gs_pair){t, p.parent});
+        seen_clear(e);
+        return rc != 0 || lv->overflow ? -1 : (int)lv->n;
+    }
     for (uint32_t i = 0; i < n && rc == 0; i++) {
         struct gs_pair p = e->pairs[off + i];
         uint32_t t = ga_next(a, p.state, b);
@@ -374,4 +391,48 @@ int gs_commit(struct gs_engine *e, uint32_t d)
     if (e->n_nodes > 2 * live_bound + 256)
         return compact(e);
     return 0;
+}
+
+/* --- byte paths from one stack ------------------------------------------------------------- */
+
+int gs_path_init(struct gs_path *w, struct gs_engine *e, uint32_t base)
+{
+    size_t need = (size_t)e->g->gv->max_len + 2;
+    if (e->cap_path < need) {
+        size_t c1 = e->cap_path, c2 = e->cap_path;
+        if (gx_reserve((void **)&e->path_state, &c1, need, sizeof(uint32_t)) ||
+            gx_reserve((void **)&e->path_level, &c2, need, sizeof(uint32_t)))
+            return -1;
+        e->cap_path = c1 < c2 ? c1 : c2;
+    }
+    struct gs_pair p = e->pairs[e->lv[base].off];
+    w->e = e;
+    w->base = base;
+    w->parent = p.parent;
+    memset(&w->plain, 0, sizeof(w->plain));
+    w->plain.n = 1;
+    w->plain.max_depth = gs_depth(e, p);
+    e->path_state[0] = p.state;
+    e->path_level[0] = GX_NONE; /* plain: its closure is the level itself */
+    gs_truncate(e, base);
+    return 0;
+}
+
+int gs_path_step_levels(struct gs_path *w, uint32_t d, uint8_t b, const struct gs_level **lv)
+{
+    struct gs_engine *e = w->e;
+    uint32_t src = e->path_level[d - 1];
+    if (src == GX_NONE) {
+        /* from here the levels decide: a level holding the stack reached at depth d - 1 */
+        gs_truncate(e, w->base);
+        struct gs_pair p = {e->path_state[d - 1], w->parent};
+        int L = d == 1 ? (int)w->base : gs_push(e, &p, 1);
+        if (L < 0)
+            return -1;
+        e->path_level[d - 1] = src = (uint32_t)L;
+    }
+    int r = gs_step(e, src, b);
+    e->path_level[d] = src + 1;
+    *lv = &e->lv[src + 1];
+    return r;
 }
