@@ -7,8 +7,8 @@
  * token in 32-bit words, bit (t & 31) of word (t >> 5) allowing token t (the
  * layout xgrammar and vLLM use). Every malformed input is refused by
  * rs_grammar_compile with a message naming the position (line:column, byte
- * offset or JSON pointer); nothing fails at step time except the documented
- * resource caps (rs_grammar_matcher_accept returning RS_ERANGE).
+ * offset or JSON pointer); nothing fails at step time except the ambiguity
+ * cap (rs_grammar_matcher_accept returning RS_ERANGE) and out of memory.
  *
  * The matcher state is a pure function of (constraint, tokens accepted so
  * far): a process that restarts rebuilds it with rs_grammar_matcher_replay.
@@ -147,9 +147,9 @@ void rs_grammar_matcher_reset(rs_grammar_matcher *m);
  * does not allow it (state unchanged), also for ids out of range and for
  * control tokens. An end-of-generation token is accepted exactly when the
  * grammar can end; the matcher is then terminated (accepts nothing more).
- * RS_ERANGE: accepting would keep more than max_stacks parse stacks (a
- * grammar too ambiguous for the caps); the matcher is then in an error state
- * until reset. A token the mask allowed is accepted unless RS_ERANGE.
+ * RS_ERANGE: accepting would need more than max_stacks parse stacks at once
+ * (a grammar too ambiguous for the caps; state unchanged): finish the request
+ * with an error. A token the mask allowed is always accepted except for RS_ERANGE.
  */
 rs_err rs_grammar_matcher_accept(rs_grammar_matcher *m, int32_t token);
 

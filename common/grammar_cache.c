@@ -68,6 +68,8 @@ struct buf {
 
 static void put(struct buf *b, const void *s, size_t n)
 {
+    if (n == 0)
+        return;
     if (b->oom || gx_reserve((void **)&b->p, &b->cap, b->n + n, 1)) {
         b->oom = 1;
         return;

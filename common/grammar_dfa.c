@@ -108,7 +108,7 @@ struct db {
     uint32_t *stamp;    /* per NFA state */
     uint32_t gen;
     struct vec stack, out;
-    struct vec *bucket; /* per byte class */
+    struct vec *bucket; /* three scratch vectors for expand_bytes */
     struct vec callv;   /* (rule, target) pairs */
     size_t cap_states, cap_calls;
     char *err;
@@ -169,7 +169,8 @@ static int closure(struct db *d, const uint32_t *seeds, size_t n, uint32_t kend)
         if (keep && vpush(&d->out, q))
             return -1;
     }
-    qsort(d->out.v, d->out.n, sizeof(uint32_t), cmp_u32);
+    if (d->out.n > 1)
+        qsort(d->out.v, d->out.n, sizeof(uint32_t), cmp_u32);
     return 0;
 }
 
@@ -205,24 +206,20 @@ static uint32_t state_for(struct db *d, uint32_t r)
     return id;
 }
 
-static int bucket_eq(const struct vec *x, const struct vec *y)
-{
-    return x->n == y->n && (x->n == 0 || memcmp(x->v, y->v, x->n * sizeof(uint32_t)) == 0);
-}
-
 static int cmp_pair(const void *x, const void *y)
 {
     const uint32_t *a = x, *b = y;
     return a[0] != b[0] ? (a[0] < b[0] ? -1 : 1) : (a[1] < b[1] ? -1 : a[1] > b[1]);
 }
 
-/* Byte transitions of DFA state s. */
+/* Byte transitions of DFA state s: classes are swept in spans where no edge starts or ends,
+ * each span one target set (wide ranges such as [^"\\] cost one closure, not one per class). */
 static int expand_bytes(struct db *d, uint32_t s, uint32_t kend)
 {
     struct ga_auto *a = d->a;
     uint32_t r = a->states[s].rule;
-    for (uint32_t c = 0; c < a->n_bclass; c++)
-        d->bucket[c].n = 0;
+    struct vec *ev = &d->bucket[0], *cut = &d->bucket[1], *tg = &d->bucket[2];
+    ev->n = cut->n = 0;
     const uint32_t *set = d->sets.pool + d->sets.off[s];
     uint32_t n = d->sets.len[s];
     for (uint32_t i = 0; i < n; i++)
@@ -230,25 +227,35 @@ static int expand_bytes(struct db *d, uint32_t s, uint32_t kend)
             const struct gn_edge *ed = &d->nfa->edges[e];
             if (ed->kind != GN_BYTE)
                 continue;
-            for (uint32_t c = a->bclass[ed->lo]; c <= a->bclass[ed->hi]; c++)
-                if (vpush(&d->bucket[c], ed->to))
-                    return db_fail(d, RS_ENOMEM, "out of memory building the automaton");
-        }
-    uint32_t prev = GX_NONE;
-    for (uint32_t c = 0; c < a->n_bclass; c++) {
-        uint32_t t = GX_NONE;
-        if (c > 0 && bucket_eq(&d->bucket[c], &d->bucket[c - 1])) {
-            t = prev;
-        } else if (d->bucket[c].n > 0) {
-            if (closure(d, d->bucket[c].v, d->bucket[c].n, kend))
+            uint32_t lo = a->bclass[ed->lo], hi = a->bclass[ed->hi];
+            if (vpush(ev, lo) || vpush(ev, hi) || vpush(ev, ed->to) || vpush(cut, lo) ||
+                vpush(cut, hi + 1))
                 return db_fail(d, RS_ENOMEM, "out of memory building the automaton");
-            t = state_for(d, r);
-            if (t == GX_NONE && d->rc != RS_OK)
-                return -1;
         }
-        /* a->next may have moved in state_for */
-        a->next[(size_t)s * a->n_bclass + c] = t;
-        prev = t;
+    uint32_t *row = &a->next[(size_t)s * a->n_bclass];
+    for (uint32_t c = 0; c < a->n_bclass; c++)
+        row[c] = GX_NONE;
+    if (cut->n == 0)
+        return 0;
+    qsort(cut->v, cut->n, sizeof(uint32_t), cmp_u32);
+    for (size_t k = 0; k + 1 < cut->n; k++) {
+        uint32_t c0 = cut->v[k], c1 = cut->v[k + 1]; /* span [c0, c1) */
+        if (c0 == c1)
+            continue;
+        tg->n = 0;
+        for (size_t i = 0; i < ev->n; i += 3)
+            if (ev->v[i] <= c0 && c0 <= ev->v[i + 1] && vpush(tg, ev->v[i + 2]))
+                return db_fail(d, RS_ENOMEM, "out of memory building the automaton");
+        if (tg->n == 0)
+            continue;
+        if (closure(d, tg->v, tg->n, kend))
+            return db_fail(d, RS_ENOMEM, "out of memory building the automaton");
+        uint32_t t = state_for(d, r);
+        if (t == GX_NONE && d->rc != RS_OK)
+            return -1;
+        row = &a->next[(size_t)s * a->n_bclass]; /* state_for may move the table */
+        for (uint32_t c = c0; c < c1; c++)
+            row[c] = t;
     }
     return 0;
 }
@@ -322,7 +329,7 @@ static int subset_construction(struct db *d)
     a->rule_start = malloc((nf->n_kept + 1) * sizeof(uint32_t));
     a->rule_name = malloc((nf->n_kept + 1) * sizeof(uint32_t));
     d->stamp = calloc(nf->n_states + 1, sizeof(uint32_t));
-    d->bucket = calloc(a->n_bclass, sizeof(struct vec));
+    d->bucket = calloc(3, sizeof(struct vec)); /* expand_bytes: edges, cuts, targets */
     if (!a->rule_start || !a->rule_name || !d->stamp || !d->bucket)
         return db_fail(d, RS_ENOMEM, "out of memory building the automaton");
     for (uint32_t r = 0; r < nf->n_kept; r++) {
@@ -674,23 +681,49 @@ static int classes_init(const struct ga_auto *a, uint32_t *cls, uint32_t *n_cls)
     return rc;
 }
 
-/* One refinement round: the class plus the classes the byte edges lead to (run-length). */
-static int classes_refine(const struct ga_auto *a, const uint32_t *cls, uint32_t *out,
-                          uint32_t *n_out)
+/* Each state's byte edges as runs of classes with the same target: (last class, target). */
+struct runs {
+    uint32_t *off; /* per state: runs off[s] .. off[s + 1] */
+    uint32_t *v;   /* pairs */
+};
+
+static int runs_build(const struct ga_auto *a, struct runs *r)
+{
+    struct vec v = {0};
+    r->off = malloc(((size_t)a->n_states + 1) * sizeof(uint32_t));
+    if (r->off == NULL)
+        return -1;
+    for (uint32_t s = 0; s < a->n_states; s++) {
+        const uint32_t *row = &a->next[(size_t)s * a->n_bclass];
+        r->off[s] = (uint32_t)(v.n / 2);
+        for (uint32_t k = 0; k < a->n_bclass; k++)
+            if ((k + 1 == a->n_bclass || row[k + 1] != row[k]) &&
+                (vpush(&v, k) || vpush(&v, row[k]))) {
+                free(v.v);
+                return -1;
+            }
+    }
+    r->off[a->n_states] = (uint32_t)(v.n / 2);
+    r->v = v.v;
+    return 0;
+}
+
+/* One refinement round: the class plus the classes the byte edges lead to (runs merged). */
+static int classes_refine(const struct ga_auto *a, const struct runs *runs, const uint32_t *cls,
+                          uint32_t *out, uint32_t *n_out)
 {
     struct vset v = {0};
     struct vec key = {0};
     int rc = 0;
     for (uint32_t s = 0; s < a->n_states && rc == 0; s++) {
-        const uint32_t *row = &a->next[(size_t)s * a->n_bclass];
         key.n = 0;
         rc |= vpush(&key, cls[s]);
-        uint32_t prev = GX_NONE - 1;
-        for (uint32_t k = 0; k < a->n_bclass && rc == 0; k++) {
-            uint32_t x = row[k] == GX_NONE ? GX_NONE : cls[row[k]];
-            if (x != prev)
-                rc |= vpush(&key, k) | vpush(&key, x);
-            prev = x;
+        for (uint32_t i = runs->off[s]; i < runs->off[s + 1] && rc == 0; i++) {
+            uint32_t t = runs->v[2 * i + 1], x = t == GX_NONE ? GX_NONE : cls[t];
+            if (key.n > 1 && key.v[key.n - 1] == x)
+                key.v[key.n - 2] = runs->v[2 * i]; /* same class as the run before: extend it */
+            else
+                rc |= vpush(&key, runs->v[2 * i]) | vpush(&key, x);
         }
         int added;
         out[s] = rc ? GX_NONE : vset_intern(&v, key.v, (uint32_t)key.n, &added);
@@ -708,12 +741,13 @@ static int cache_classes(struct ga_auto *a, uint32_t max_len)
 {
     uint32_t *cls = malloc(((size_t)a->n_states + 1) * sizeof(uint32_t));
     uint32_t *tmp = malloc(((size_t)a->n_states + 1) * sizeof(uint32_t));
+    struct runs runs = {0};
     uint32_t n = 0, m = 0;
     int rc = -1;
-    if (cls == NULL || tmp == NULL || classes_init(a, cls, &n))
+    if (cls == NULL || tmp == NULL || runs_build(a, &runs) || classes_init(a, cls, &n))
         goto done;
     for (uint32_t round = 0; round < max_len; round++) {
-        if (classes_refine(a, cls, tmp, &m))
+        if (classes_refine(a, &runs, cls, tmp, &m))
             goto done;
         uint32_t *x = cls;
         cls = tmp, tmp = x;
@@ -741,6 +775,8 @@ static int cache_classes(struct ga_auto *a, uint32_t max_len)
     }
     rc = 0;
 done:
+    free(runs.off);
+    free(runs.v);
     free(cls);
     free(tmp);
     return rc;
@@ -778,7 +814,7 @@ static void db_free(struct db *d)
     free(d->stack.v);
     free(d->out.v);
     if (d->bucket != NULL)
-        for (uint32_t c = 0; c < d->a->n_bclass; c++)
+        for (uint32_t c = 0; c < 3; c++)
             free(d->bucket[c].v);
     free(d->bucket);
     free(d->callv.v);

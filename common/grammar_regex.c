@@ -272,7 +272,8 @@ static uint32_t class_node(struct rp *p, struct cpset *c, int negate)
         p->ir->err = RS_ENOMEM;
         return GX_NONE;
     }
-    memcpy(copy, p->ir->ranges + 2 * (size_t)nd->a, pairs * 2 * sizeof(uint32_t));
+    if (pairs > 0)
+        memcpy(copy, p->ir->ranges + 2 * (size_t)nd->a, pairs * 2 * sizeof(uint32_t));
     uint32_t out = gx_json_class_char(p->ir, copy, pairs);
     free(copy);
     return out;

@@ -478,7 +478,8 @@ static uint32_t key_char(struct sc *c, const uint32_t *except, size_t n_except)
         c->ir->err = RS_ENOMEM;
         return GX_NONE;
     }
-    memcpy(copy, c->ir->ranges + 2 * (size_t)nd->a, pairs * 2 * sizeof(uint32_t));
+    if (pairs > 0)
+        memcpy(copy, c->ir->ranges + 2 * (size_t)nd->a, pairs * 2 * sizeof(uint32_t));
     uint32_t out = gx_json_class_char(c->ir, copy, pairs);
     free(copy);
     return out;
@@ -621,7 +622,8 @@ static uint32_t extra_member(struct sc *c, struct prop *p, size_t n, json_t *sch
     struct prop *sorted = malloc((n ? n : 1) * sizeof(*sorted));
     uint32_t key = GX_NONE, v = GX_NONE;
     if (sorted != NULL) {
-        memcpy(sorted, p, n * sizeof(*p));
+        if (n > 0)
+            memcpy(sorted, p, n * sizeof(*p));
         sort_props(sorted, n, cps);
         key = gx_seq2(c->ir, gx_str(c->ir, "\""), not_names(c, sorted, 0, n, cps, 0));
     } else {

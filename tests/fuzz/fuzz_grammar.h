@@ -52,8 +52,8 @@ static void fg_limits(struct rs_grammar_limits *l)
 {
     rs_grammar_limits_default(l);
     l->max_text = 1 << 16;
-    l->max_repeat = 300;
-    l->max_states = 20000;
+    l->max_repeat = 100;
+    l->max_states = 4000;
     l->max_memory = 32u << 20;
     l->max_cache_memory = 16u << 20;
 }
@@ -65,7 +65,7 @@ static void fg_walk(rs_grammar *g, const uint8_t *data, size_t size)
     fg_check(rs_grammar_matcher_create(g, &m) == RS_OK, "matcher");
     uint32_t n = rs_vocab_n_tokens(fg_vocab);
     uint32_t row[16];
-    for (int step = 0; step < 6; step++) {
+    for (int step = 0; step < 4; step++) {
         unsigned flags;
         fg_check(rs_grammar_matcher_fill_mask(m, row, 16, &flags) == RS_OK, "fill_mask");
         int32_t pick = -1, k = 0;

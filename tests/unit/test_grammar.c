@@ -377,7 +377,7 @@ static const char *small_vocab(const char *const *toks, uint32_t n, char *path, 
 /* When the grammar needs bytes no token has, the mask is empty and says so. */
 static int test_dead_end_is_reported(void)
 {
-    static const char *const toks[] = {"a", "b", "ab", "\xe2\x96\x81" "a"};
+    static const char *const toks[] = {"a", "b", "ab", "\xe2\x96\x81\x61"};
     char path[1024], err[256];
     RS_CHECK(small_vocab(toks, 4, path, sizeof(path)) != NULL);
     struct gt_vocab x = {0};
