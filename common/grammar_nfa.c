@@ -292,50 +292,74 @@ static int decide_kept(struct nb *b)
 
 /* --- construction ------------------------------------------------------------------------ */
 
-struct ctrie {
+/*
+ * A class's UTF-8 sequences share their suffixes: the state that reads byte
+ * range r and then goes on to state t is made once per (r, t), so the
+ * continuation bytes of thousands of ranges (e.g. \W over Unicode) funnel into
+ * a few states. Prefixes are merged later by the subset construction.
+ */
+struct csuffix {
     struct nb *b;
     uint32_t from, end;
-    int prev_len;
-    uint8_t prev_lo[4], prev_hi[4];
-    uint32_t prev_state[4]; /* prev_state[i]: state after the first i ranges */
+    uint64_t *keys; /* (lo, hi, next) packed, + 1; 0 empty */
+    uint32_t *vals;
+    size_t mask, n;
 };
 
-static int ctrie_emit(void *ctx, const uint8_t *lo, const uint8_t *hi, int len)
+static uint32_t suffix_state(struct csuffix *t, uint8_t lo, uint8_t hi, uint32_t next)
 {
-    struct ctrie *t = ctx;
-    uint32_t cur = t->from;
-    int same = 1; /* still on the previous sequence's path */
-    t->prev_state[0] = t->from;
-    for (int i = 0; i < len; i++) {
-        if (i == len - 1)
-            return add_edge(t->b, cur, t->end, GN_BYTE, lo[i], hi[i], 0);
-        same = same && i < t->prev_len - 1 && t->prev_lo[i] == lo[i] && t->prev_hi[i] == hi[i];
-        if (same) {
-            cur = t->prev_state[i + 1];
-            continue;
+    uint64_t k = ((uint64_t)next << 16 | (uint64_t)lo << 8 | hi) + 1;
+    if ((t->n + 1) * 2 > t->mask) {
+        size_t slots = t->mask ? (t->mask + 1) * 2 : 64;
+        uint64_t *nk = calloc(slots, sizeof(uint64_t));
+        uint32_t *nv = malloc(slots * sizeof(uint32_t));
+        if (nk == NULL || nv == NULL) {
+            free(nk), free(nv);
+            nb_fail(t->b, RS_ENOMEM, "out of memory building the automaton");
+            return GX_NONE;
         }
-        uint32_t nx = new_state(t->b);
-        if (nx == GX_NONE || add_edge(t->b, cur, nx, GN_BYTE, lo[i], hi[i], 0))
-            return -1;
-        t->prev_lo[i] = lo[i];
-        t->prev_hi[i] = hi[i];
-        t->prev_state[i + 1] = cur = nx;
-        t->prev_len = len;
+        for (size_t i = 0; t->keys && i <= t->mask; i++)
+            if (t->keys[i]) {
+                size_t h = (t->keys[i] * 0x9E3779B97F4A7C15ull >> 20) & (slots - 1);
+                while (nk[h])
+                    h = (h + 1) & (slots - 1);
+                nk[h] = t->keys[i], nv[h] = t->vals[i];
+            }
+        free(t->keys), free(t->vals);
+        t->keys = nk, t->vals = nv, t->mask = slots - 1;
     }
-    return 0;
+    size_t h = (k * 0x9E3779B97F4A7C15ull >> 20) & t->mask;
+    for (; t->keys[h]; h = (h + 1) & t->mask)
+        if (t->keys[h] == k)
+            return t->vals[h];
+    uint32_t st = new_state(t->b);
+    if (st == GX_NONE || add_edge(t->b, st, next, GN_BYTE, lo, hi, 0))
+        return GX_NONE;
+    t->keys[h] = k, t->vals[h] = st, t->n++;
+    return st;
+}
+
+static int csuffix_emit(void *ctx, const uint8_t *lo, const uint8_t *hi, int len)
+{
+    struct csuffix *t = ctx;
+    uint32_t next = t->end;
+    for (int i = len - 1; i >= 1; i--) /* from the last byte back to the second */
+        if ((next = suffix_state(t, lo[i], hi[i], next)) == GX_NONE)
+            return -1;
+    return add_edge(t->b, t->from, next, GN_BYTE, lo[0], hi[0], 0);
 }
 
 static uint32_t build_class(struct nb *b, const struct gx_node *nd, uint32_t from)
 {
-    struct ctrie t = {b, from, new_state(b), 0, {0}, {0}, {0}};
-    if (t.end == GX_NONE)
-        return GX_NONE;
-    for (uint32_t i = 0; i < nd->b; i++) {
+    struct csuffix t = {b, from, new_state(b), NULL, NULL, 0, 0};
+    uint32_t out = t.end;
+    for (uint32_t i = 0; i < nd->b && out != GX_NONE; i++)
         if (utf8_split(b->ir->ranges[2 * (nd->a + i)], b->ir->ranges[2 * (nd->a + i) + 1],
-                       ctrie_emit, &t))
-            return GX_NONE;
-    }
-    return t.end;
+                       csuffix_emit, &t))
+            out = GX_NONE;
+    free(t.keys);
+    free(t.vals);
+    return out;
 }
 
 static uint32_t build(struct nb *b, uint32_t id, uint32_t from, uint32_t depth);
