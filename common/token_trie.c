@@ -7,7 +7,8 @@
  * distinct prefix, knowing where its subtree ends, so a walk that finds a
  * prefix impossible skips every token under it in one jump. Control, unknown
  * and unused tokens and empty pieces are left out (never allowed); the
- * end-of-generation tokens are listed apart. Built once per vocab; immutable.
+ * end-of-generation tokens are listed apart (allowed only as the end, whatever
+ * their text). Built once per vocab; immutable.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,8 @@ static struct piece *collect(const rs_vocab *v, uint32_t *n_out, size_t *bytes)
     for (uint32_t id = 0; id < n; id++) {
         size_t len;
         const char *s = rs_vocab_token_piece(v, (int32_t)id, 0, &len);
-        if (s == NULL || len == 0 || len > UINT16_MAX ||
+        /* end-of-generation tokens only ever end (even one spelled as text, <|im_end|>) */
+        if (s == NULL || len == 0 || len > UINT16_MAX || rs_vocab_is_eog(v, (int32_t)id) ||
             !allowed_type(rs_vocab_token_type(v, (int32_t)id)))
             continue;
         p[k++] = (struct piece){(const uint8_t *)s, (uint32_t)len, (int32_t)id};
