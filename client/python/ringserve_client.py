@@ -28,7 +28,7 @@ import msgpack
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 # Request fields (PROTOCOL.md 3.1) besides the prompt, with the Python types accepted.
 PARAMS = {
