@@ -192,6 +192,13 @@ static int chat_equals_rendered(const struct rs_harness *h, const char *model, c
     RS_CHECK_MSG(a.prompt_tokens + (uint32_t)bos_written == b.prompt_tokens,
                  "chat prompt %u tokens, rendered prompt %u", a.prompt_tokens, b.prompt_tokens);
     RS_CHECK(a.n_tokens == 12);
+    /* ringserve-cli --messages sends the same conversation: the same text comes out */
+    const char *cli[] = {"--rundir", h->rundir, "--temperature", "0", "--max-tokens", "12",
+                         "--messages", conv, NULL};
+    RS_CHECK_MSG(rs_test_run("ringserve-cli", cli, text, 1 << 16) == 0, "%s", text);
+    RS_CHECK_MSG(strlen(text) == a.text_len && memcmp(text, a.text, a.text_len) == 0,
+                 "ringserve-cli printed '%s', the client library got '%s'", text, a.text);
+    RS_CHECK_MSG(rs_test_run("ringserve-template", args, text, 1 << 16) == 0, "%s", text);
     if (bos_written) { /* the rendered prompt's ids without the doubled BOS, as prompt_ids */
         rs_client_result_fini(&b);
         RS_CHECK(prompt_ids_of(model, text, &prompt) == 0);
