@@ -164,6 +164,17 @@ def test_refused_request_raises(inst):
     raise AssertionError("top_p 1.5 was not refused")
 
 
+def test_chat_without_template_refused(inst):
+    """stories260K carries no chat template: a conversation is refused saying so."""
+    with Client(rundir=inst.rundir) as c:
+        try:
+            c.generate(messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
+        except Refused as e:
+            check(e.code == "invalid_param" and "no chat template" in e.message, str(e))
+            return
+    raise AssertionError("a conversation without a template was not refused")
+
+
 def test_cancel_mid_stream_aborts(inst):
     with Client(rundir=inst.rundir) as c:
         n, final = 0, None
