@@ -24,7 +24,8 @@ static rs_err pack(struct rs_wire_buf *b, const json_t *v, const char *what, siz
     rs_err rc = rs_wire_doc_pack(v, b, out);
     if (rc != RS_OK)
         snprintf(err, err_len, "'%s': %s", what, rc == RS_ERANGE ? "larger than a request may be"
-                 : "nested too deep or holding a non-finite number");
+                 : "nested too deep, too many values (32768 at most), a key over 256 bytes or a "
+                 "non-finite number");
     return rc == RS_OK ? RS_OK : RS_EINVAL;
 }
 

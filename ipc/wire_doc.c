@@ -137,26 +137,37 @@ rs_err wire_check_doc(const char *what, const struct rs_wire_doc *d, enum wire_k
 
 /* ---- JSON -> msgpack ------------------------------------------------------ */
 
-static rs_err pack_value(struct wire_wr *w, const json_t *j, int depth)
+/* Packing state: values (keys included) written so far, as the decoder's walk counts them. */
+struct pack {
+    struct wire_wr w;
+    uint32_t nodes;
+};
+
+static rs_err pack_value(struct pack *pk, const json_t *j, int depth)
 {
+    struct wire_wr *w = &pk->w;
     const char *key;
     json_t *v;
     size_t i;
-    if ((json_is_object(j) || json_is_array(j)) && depth >= RS_WIRE_DOC_DEPTH_MAX)
+    if (++pk->nodes > RS_WIRE_DOC_NODES_MAX ||
+        ((json_is_object(j) || json_is_array(j)) && depth >= RS_WIRE_DOC_DEPTH_MAX))
         return RS_EINVAL;
     switch (json_typeof(j)) {
     case JSON_OBJECT:
         wire_wr_map(w, (uint32_t)json_object_size(j));
         json_object_foreach ((json_t *)j, key, v) {
-            wire_wr_str(w, key, strlen(key));
-            if (pack_value(w, v, depth + 1) != RS_OK)
+            size_t n = strlen(key);
+            if (n > RS_WIRE_DOC_KEY_MAX || ++pk->nodes > RS_WIRE_DOC_NODES_MAX)
+                return RS_EINVAL;
+            wire_wr_str(w, key, n);
+            if (pack_value(pk, v, depth + 1) != RS_OK)
                 return RS_EINVAL;
         }
         return RS_OK;
     case JSON_ARRAY:
         wire_wr_array(w, (uint32_t)json_array_size(j));
         json_array_foreach (j, i, v)
-            if (pack_value(w, v, depth + 1) != RS_OK)
+            if (pack_value(pk, v, depth + 1) != RS_OK)
                 return RS_EINVAL;
         return RS_OK;
     case JSON_STRING: wire_wr_str(w, json_string_value(j), json_string_length(j)); return RS_OK;
@@ -175,18 +186,19 @@ static rs_err pack_value(struct wire_wr *w, const json_t *j, int depth)
 
 rs_err rs_wire_doc_pack(const json_t *j, struct rs_wire_buf *out, struct rs_wire_doc *doc)
 {
-    struct wire_wr w;
+    struct pack pk = {.nodes = 0};
     if (j == NULL || !(json_is_array(j) || json_is_object(j))) {
         rs_log_error("wire: a document is a JSON array or object");
         return RS_EINVAL;
     }
-    wire_wr_begin(&w, out);
-    if (pack_value(&w, j, 0) != RS_OK) {
-        rs_log_error("wire: document nested deeper than %d levels or holds a non-finite number",
-                     RS_WIRE_DOC_DEPTH_MAX);
+    wire_wr_begin(&pk.w, out);
+    if (pack_value(&pk, j, 0) != RS_OK) {
+        rs_log_error("wire: document nested deeper than %d levels, over %u values, with a key "
+                     "over %u bytes or a non-finite number", RS_WIRE_DOC_DEPTH_MAX,
+                     RS_WIRE_DOC_NODES_MAX, RS_WIRE_DOC_KEY_MAX);
         return RS_EINVAL;
     }
-    rs_err e = wire_wr_end(&w);
+    rs_err e = wire_wr_end(&pk.w);
     if (e != RS_OK)
         return e;
     *doc = (struct rs_wire_doc){

@@ -41,7 +41,9 @@ struct rs_wire_doc {
  * into out (reset first; out's limit bounds the size) and points *doc at the
  * bytes (borrowing out: valid until out is written again or freed). Object
  * keys keep their order; integers stay integers, reals become float64.
- * RS_OK, RS_EINVAL (not an array/object, too deep, a non-finite real) or
+ * RS_OK, RS_EINVAL (not an array/object, too deep, over RS_WIRE_DOC_NODES_MAX
+ * values, a key over RS_WIRE_DOC_KEY_MAX bytes, a non-finite real: what the
+ * decoder would refuse) or
  * RS_ERANGE (does not fit out). Any thread.
  */
 rs_err rs_wire_doc_pack(const json_t *j, struct rs_wire_buf *out, struct rs_wire_doc *doc);

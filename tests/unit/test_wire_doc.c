@@ -83,6 +83,20 @@ static int test_encoder_refuses_bad_documents(void)
         deep = json_pack("[o]", deep);
     RS_CHECK(rs_wire_doc_pack(deep, &msg, &m.u.gen.messages) == RS_EINVAL);
     json_decref(deep);
+    /* more values than the decoder takes, and an over-long key: refused when packing too */
+    json_t *wide = json_array();
+    for (uint32_t i = 0; i < RS_WIRE_DOC_NODES_MAX; i++)
+        json_array_append_new(wide, json_integer(i));
+    RS_CHECK(rs_wire_doc_pack(wide, &msg, &m.u.gen.messages) == RS_EINVAL);
+    json_array_remove(wide, 0);
+    RS_CHECK(rs_wire_doc_pack(wide, &msg, &m.u.gen.messages) == RS_OK); /* exactly the limit */
+    json_decref(wide);
+    char key[RS_WIRE_DOC_KEY_MAX + 2];
+    memset(key, 'k', sizeof(key) - 1);
+    key[sizeof(key) - 1] = '\0';
+    json_t *longkey = json_pack("[{s:i}]", key, 1);
+    RS_CHECK(rs_wire_doc_pack(longkey, &msg, &m.u.gen.messages) == RS_EINVAL);
+    json_decref(longkey);
     rs_wire_buf_fini(&msg);
     return 0;
 }
