@@ -292,6 +292,19 @@ static int test_chat_refused_without_template_or_role(void)
     struct rs_client_result r = {0};
     if (rs_test_refdata(MODEL, model, sizeof(model)) == NULL)
         return RS_TEST_SKIP;
+    /* ringserve-cli refuses a conversation it cannot send before connecting: exit 2 */
+    char out[2048], bad[600];
+    snprintf(bad, sizeof(bad), "%s/bad.json", rs_test_tmpdir());
+    FILE *f = fopen(bad, "w");
+    RS_CHECK(f != NULL && fputs("{\"messages\": [\"hi\"]}", f) >= 0 && fclose(f) == 0);
+    const char *cli_bad[][5] = {{"--messages", bad, NULL}, {"--system", "x", NULL},
+                                {"--user", "x", "a prompt too", NULL}};
+    const char *says[] = {"'messages' item 0: expected an object", "--system needs --user",
+                          "takes no other prompt"};
+    for (int i = 0; i < 3; i++) {
+        RS_CHECK(rs_test_run("ringserve-cli", cli_bad[i], out, sizeof(out)) == 2);
+        RS_CHECK_MSG(strstr(out, says[i]) != NULL, "%s", out);
+    }
     RS_CHECK(start(&h, model, NULL) == 0);
     rs_client *c = client_of(&h);
     RS_CHECK(c != NULL);
