@@ -262,7 +262,7 @@ static size_t pack_bad(int which, msgpack_sbuffer *sb, const char **id, enum rs_
         *code = RS_WIRE_WRONG_TYPE;
         break;
     case 4:
-        fx_pack_head(&pk, 2, "generate", "bad", 1);
+        fx_pack_head(&pk, RS_WIRE_VERSION + 1, "generate", "bad", 1);
         fx_pack_str(&pk, "prompt"), fx_pack_str(&pk, "hi");
         *id = "", *code = RS_WIRE_UNSUPPORTED_VERSION; /* nothing past 'v' is read */
         break;
