@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 """The Python client (client/python/ringserve_client.py) against the four real
 daemons on stories260K: the published greedy text, streaming order, a refusal,
-cancel, conversations (refused without a template, and rendered by tokenizerd --chat-template
-equal to the rendered prompt), and the same crash cases as the C client's tests (tokenizerd killed
-before its ack, postprocd killed mid-stream): every delta exactly once, output
+cancel, conversations (refused without a template; rendered by tokenizerd
+--chat-template equal to the rendered prompt), and the same crash cases as the
+C client's tests (tokenizerd killed before its ack, postprocd killed mid-stream): every delta exactly once, output
 identical to a run without crashes. Each `test_<case>` is a ctest
 `it.client_py.<case>`, run as `test_client_py.py <case>`; exit 0 pass, 1 fail,
 77 skip (refdata absent).
