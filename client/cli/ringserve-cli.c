@@ -409,7 +409,8 @@ static const struct rs_opt cli_opts[] = {
     {.name = "no-generation-prompt", .kind = RS_OPT_BOOL,
      .off = CLI(chat_gen.add_generation_prompt), .val = 0,
      .has_bit = RS_WIRE_GEN_ADD_GENERATION_PROMPT, .has_off = CLI(chat_gen.has),
-     .help = "render the conversation without the assistant turn's\nopening (continue the last message)"},
+     .help = "render the conversation without the assistant turn's\n"
+             "opening (continue the last message)"},
     COUNT("n", n, "send each prompt N times (default 1)"),
     COUNT("concurrency", concurrency, "at most N requests in flight (default 1)"),
     {.name = "id", .kind = RS_OPT_ARG, .off = CLI(id), .arg = "ID",

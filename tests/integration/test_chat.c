@@ -326,7 +326,8 @@ static int test_chat_refused_without_template_or_role(void)
     rs_harness_stop(&h, rc != 0);
     char with[600];
     snprintf(with, sizeof(with), "%s/qwen-template.gguf", rs_test_tmpdir());
-    if (rc == 0 && (rc = model_with_template(QWEN, with)) == 0 && (rc = start(&h, with, NULL)) == 0) {
+    if (rc == 0 && (rc = model_with_template(QWEN, with)) == 0 &&
+        (rc = start(&h, with, NULL)) == 0) {
         json_t *bad = json_pack("[{s:s}]", "content", "hello");
         c = client_of(&h);
         greedy(&g);

@@ -13,7 +13,8 @@
 
 static const char *const CONV =
     "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
-    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"h\\u00e9\"}],\"n\":-3,\"x\":1.5},"
+    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"h\\u00e9\"}],"
+    "\"n\":-3,\"x\":1.5},"
     "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
     "\"function\":{\"name\":\"f\",\"arguments\":{\"z\":1,\"a\":true}}}]}]";
 
