@@ -6,7 +6,8 @@
  * prompt (special tokens parsed), with one BOS where the template writes its
  * own; --chat-template overrides the model's; a model without a template, a
  * template that raises and a message without a role are refused with
- * errors saying so. The models are stories260K with a real template from
+ * errors saying so; a tokenizerd killed mid-intake of a conversation runs
+ * the client's resend once. The models are stories260K with a real template from
  * refdata/chat-templates written into a copy by the project's GGUF writer.
  */
 #include <stdio.h>
@@ -17,6 +18,8 @@
 #include "common/gguf.h"
 #include "common/tokenizer.h"
 #include "common/vocab.h"
+#include "common/clock.h"
+#include "ipc/pipeline.h"
 #include "ipc/wire_doc.h"
 #include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"
@@ -343,10 +346,65 @@ static int test_chat_refused_without_template_or_role(void)
     return rc;
 }
 
+static void collect(const struct rs_client_event *ev)
+{
+    rs_client_result_add(ev->user, ev);
+}
+
+/*
+ * tokenizerd dies right after claiming a record for a conversation (failpoint): the
+ * client's resend of the same conversation to the restarted one is accepted once and
+ * gives the output of the same conversation on an undisturbed pipeline.
+ */
+static int test_chat_resent_after_tokenizerd_dies_mid_intake_runs_once(void)
+{
+    char model[600];
+    struct rs_harness h = {0};
+    struct rs_wire_buf buf;
+    struct rs_wire_generate g;
+    struct rs_client_result ref = {0}, r = {0};
+    snprintf(model, sizeof(model), "%s/qwen-template.gguf", rs_test_tmpdir());
+    int rc = model_with_template(QWEN, model);
+    if (rc != 0)
+        return rc;
+    RS_CHECK(start(&h, model, NULL) == 0);
+    rs_wire_buf_init(&buf, RS_WIRE_CLIENT_MSG_MAX);
+    greedy(&g);
+    RS_CHECK(load_messages("chat-templates/conversations/multi_turn.json", &buf, &g) == 0);
+    rs_client *c = client_of(&h);
+    RS_CHECK(c != NULL && rs_client_generate_sync(c, &g, 0, NULL, NULL, &ref) == RS_OK &&
+             ref.status == RS_CLIENT_OK);
+    RS_CHECK(rs_harness_start_stage(&h, RS_PIPE_STAGE_TOKENIZERD,
+                                    "RS_FAILPOINT=table.claim.after_cas:1", 1) == RS_OK);
+    struct rs_pipe *v = rs_harness_view(&h);
+    uint64_t before = atomic_load(&v->shared->next_handle), end = rs_clock_ms() + 10000;
+    RS_CHECK(rs_client_submit(c, &g, NULL, collect, &r, NULL) == RS_OK);
+    while (rs_harness_alive(&h, RS_PIPE_STAGE_TOKENIZERD) && rs_clock_ms() < end)
+        rs_client_poll(c, 5);
+    RS_CHECK_MSG(!rs_harness_alive(&h, RS_PIPE_STAGE_TOKENIZERD), "the failpoint did not fire");
+    RS_CHECK(rs_harness_start_stage(&h, RS_PIPE_STAGE_TOKENIZERD, NULL, 1) == RS_OK);
+    end = rs_clock_ms() + 60000;
+    while (r.end_ns == 0 && rs_clock_ms() < end)
+        RS_CHECK(rs_client_poll(c, 100) >= 0);
+    uint64_t ran = atomic_load(&v->shared->next_handle) - before;
+    RS_CHECK_MSG(r.status == RS_CLIENT_OK && r.n_tokens == ref.n_tokens &&
+                     memcmp(r.tokens, ref.tokens, r.n_tokens * sizeof(r.tokens[0])) == 0 &&
+                     r.prompt_tokens == ref.prompt_tokens,
+                 "status %s: %s", rs_client_status_name(r.status), r.message);
+    RS_CHECK_MSG(ran == 1, "the conversation was accepted %llu times", (unsigned long long)ran);
+    rs_client_result_fini(&ref);
+    rs_client_result_fini(&r);
+    rs_client_destroy(&c);
+    rs_wire_buf_fini(&buf);
+    rs_harness_stop(&h, 0);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_chat_matches_rendered_prompt),
     RS_TEST(test_chat_template_option_bos_once_and_raise),
     RS_TEST(test_chat_refused_without_template_or_role),
+    RS_TEST(test_chat_resent_after_tokenizerd_dies_mid_intake_runs_once),
 };
 
 RS_TEST_MAIN(cases)
