@@ -8,8 +8,12 @@
  * several clients keeping a window of requests outstanding, the daemon's
  * own tokenize/intake histograms, the in-process tokenizer cost of the same
  * prompt, and the raw ZeroMQ round trip and message rate over the same kind
- * of socket measured in the same run (the floor).
+ * of socket measured in the same run (the floor). With --chat FILE.jinja
+ * tokenizerd renders conversations with that template and every request is
+ * an 8-message conversation instead of the prompt: the two runs' intake
+ * figures differ by what rendering adds on the intake path.
  * Usage: bench_tokenizerd [-m MODEL] [-n requests] [-c clients] [-w window] [-l latency_n]
+ *                         [--chat FILE.jinja]
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,17 +25,41 @@
 #include "ipc/pipeline_metrics.h"
 #include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
+#include "ipc/wire_doc.h"
 #include "ipc/wire_server.h"
 
 #define MAX_CLIENTS 16
 
 struct opts {
     const char *model;
+    const char *chat; /* --chat FILE.jinja: conversations rendered with it */
     int n, clients, window, n_lat;
 };
 
 static char prompt[4096] = "Once upon a time, there was a little girl named Lily. She loved to "
                            "play outside in the sunshine with her friends and her dog Max.";
+
+/* --chat: the conversation every request carries (packed once). */
+static struct rs_wire_buf conv_buf;
+static struct rs_wire_doc conv;
+static int use_chat;
+
+/* Eight messages (system, then user/assistant turns) cut from the prompt's text. */
+static int make_conversation(void)
+{
+    static const char *const roles[] = {"system", "user", "assistant", "user",
+                                        "assistant", "user", "assistant", "user"};
+    json_t *msgs = json_array();
+    size_t len = strlen(prompt), part = len / 8;
+    for (int i = 0; i < 8; i++)
+        json_array_append_new(msgs, json_pack("{s:s,s:s%}", "role", roles[i], "content",
+                                              prompt + i * part, part));
+    rs_wire_buf_init(&conv_buf, RS_WIRE_CLIENT_MSG_MAX);
+    int rc = json_array_size(msgs) == 8 && rs_wire_doc_pack(msgs, &conv_buf, &conv) == RS_OK;
+    json_decref(msgs);
+    use_chat = rc;
+    return rc ? 0 : 1;
+}
 
 static atomic_int stop_freer;
 static atomic_ulong freed;
@@ -64,8 +92,10 @@ static size_t encode_generate(struct rs_wire_buf *buf, int client, int i)
     m.type = RS_WIRE_T_GENERATE;
     snprintf(m.id, sizeof(m.id), "c%d-%d", client, i);
     rs_wire_generate_init(&m.u.gen);
-    m.u.gen.has = RS_WIRE_GEN_PROMPT | RS_WIRE_GEN_MAX_TOKENS | RS_WIRE_GEN_STREAM;
+    m.u.gen.has = RS_WIRE_GEN_MAX_TOKENS | RS_WIRE_GEN_STREAM |
+                  (use_chat ? RS_WIRE_GEN_MESSAGES : RS_WIRE_GEN_PROMPT);
     m.u.gen.prompt = (struct rs_wire_str){prompt, (uint32_t)strlen(prompt)};
+    m.u.gen.messages = conv;
     m.u.gen.max_tokens = 64;
     m.u.gen.stream = true;
     return rs_wire_client_encode(&m, buf) == RS_OK ? buf->len : 0;
@@ -211,6 +241,9 @@ static const struct rs_opt opts[] = {
     N("clients", 'c', clients, MAX_CLIENTS, "client connections (default 4)"),
     N("window", 'w', window, 1 << 20, "requests in flight per client (default 32)"),
     N("latency-requests", 'l', n_lat, 1 << 24, "requests of the latency figure (default 2000)"),
+    {.name = "chat", .kind = RS_OPT_ARG, .off = O(chat), .arg = "FILE.jinja",
+     .help = "send an 8-message conversation, rendered by tokenizerd\n"
+             "--chat-template FILE, instead of the prompt"},
     {0},
 };
 
@@ -254,10 +287,14 @@ int main(int argc, char **argv)
         return 1;
     rs_role_ready(p->role);
     uint64_t t_exec = rs_clock_ns();
-    if (fb_start(&b, "tokenizerd", NULL) != 0 || fb_ready(&b, p, RS_PIPE_TOKENIZERD) != 0)
+    const char *chat_args[] = {"--chat-template", o.chat, NULL};
+    if ((o.chat != NULL && make_conversation() != 0) ||
+        fb_start(&b, "tokenizerd", o.chat != NULL ? chat_args : NULL) != 0 ||
+        fb_ready(&b, p, RS_PIPE_TOKENIZERD) != 0)
         return 1;
-    printf("bench_tokenizerd: model %s, prompt %zu bytes; tokenizerd exec -> ready %.1f ms "
-           "(5 ms polls)\n", b.cfg.model_path, strlen(prompt),
+    printf("bench_tokenizerd: model %s, %s %zu bytes%s%s; tokenizerd exec -> ready %.1f ms "
+           "(5 ms polls)\n", b.cfg.model_path, use_chat ? "8-message conversation of" : "prompt",
+           strlen(prompt), use_chat ? ", rendered with " : "", use_chat ? o.chat : "",
            (double)(rs_clock_ns() - t_exec) / 1e6);
     pthread_t th;
     pthread_create(&th, NULL, freer, p);
@@ -282,6 +319,7 @@ int main(int argc, char **argv)
         printf("=> closed-loop intake p50 is %.2fx the bare round trip (%+.1f us; tokenizing "
                "is %.1f us of it)\n", p50 / rt, p50 - rt, tok);
     rs_wire_buf_fini(&buf);
+    rs_wire_buf_fini(&conv_buf);
     zmq_ctx_term(zctx);
     rs_pipe_close(&p);
     fb_fini(&b);

@@ -25,15 +25,20 @@
 /* --- hand-off to the pipeline ---------------------------------------------------------------- */
 
 /*
- * The conversation as the pipeline's prompt. The one place chat joins the
- * pipeline: wiring the chat-template renderer (tokenizerd) means filling g
- * from c->p.messages here (and the tools, add_generation_prompt).
+ * The conversation as the pipeline's prompt: the messages, tools and
+ * chat_template_kwargs the parser packed (oai_conv.c), which tokenizerd
+ * renders with the model's chat template. The views borrow p->chat.
  */
 static int chat_prompt(const struct gw_oai_req *p, struct rs_wire_generate *g, struct gw_err *e)
 {
-    (void)p;
-    (void)g;
-    return gw_err_set(e, 400, "messages", "this server has no chat template renderer yet");
+    if (p->chat == NULL || !(p->chat_gen.has & RS_WIRE_GEN_MESSAGES))
+        return gw_err_set(e, 400, "messages", "'messages' is required");
+    g->has |= p->chat_gen.has | RS_WIRE_GEN_ADD_GENERATION_PROMPT;
+    g->messages = p->chat_gen.messages;
+    g->tools = p->chat_gen.tools;
+    g->template_kwargs = p->chat_gen.template_kwargs;
+    g->add_generation_prompt = p->add_generation_prompt;
+    return 0;
 }
 
 /*

@@ -6,9 +6,10 @@
  * is a pure function of the bytes (so tests/fuzz/fuzz_gateway_request.c can
  * drive it), bounded by the body size and the limits below. Unknown fields
  * are ignored as OpenAI does; null means absent for every optional field.
- * Leaves out: what the pipeline cannot run yet (chat rendering, structured
- * output, min_tokens): those are parsed and validated here and refused in
- * one place each in call.c (gw_call_prepare).
+ * Leaves out: what the pipeline cannot run yet (structured output,
+ * min_tokens): those are parsed and validated here and refused in one place
+ * each in call.c (gw_call_prepare). A chat request's conversation is packed
+ * for the wire here (oai_conv.c); tokenizerd renders it.
  */
 #ifndef GW_OAI_H
 #define GW_OAI_H
@@ -19,6 +20,8 @@
 #include <stdint.h>
 
 #include "ipc/wire_client.h"
+
+struct rs_client_chat;
 
 #define GW_MAX_CHOICES 64      /* n x prompts per request */
 #define GW_MAX_PROMPTS 64      /* prompts in one completions request */
@@ -116,6 +119,10 @@ struct gw_oai_req {
     bool json_schema_strict;
     struct gw_logit_bias *logit_bias; /* owned array */
     uint32_t n_logit_bias;
+    /* chat: the conversation packed for the wire (oai_conv.c); chat_gen's messages,
+     * tools and template_kwargs views (and their has bits) point into *chat (owned) */
+    struct rs_client_chat *chat;
+    struct rs_wire_generate chat_gen;
 };
 
 /*

@@ -318,5 +318,5 @@ int oai_parse_chat(const json_t *root, struct gw_oai_req *r, struct gw_err *e)
         return -1;
     if ((v = oai_field(root, "echo")) != NULL && json_is_true(v))
         return gw_err_set(e, 400, "echo", "'echo' is a completions field");
-    return 0;
+    return oai_pack_conversation(root, r, e);
 }

@@ -25,4 +25,12 @@ int oai_string(const json_t *v, const char *param, const char **s, size_t *len, 
 /* Chat fields: messages, tools, tool_choice, add_generation_prompt. */
 int oai_parse_chat(const json_t *root, struct gw_oai_req *r, struct gw_err *e);
 
+/*
+ * The parsed chat request (messages, tools, the root's chat_template_kwargs)
+ * packed for the wire into r->chat, with r->chat_gen's views and bits
+ * (oai_conv.c). 0, or -1 with e set (400 naming the field, 500 out of memory).
+ */
+int oai_pack_conversation(const json_t *root, struct gw_oai_req *r, struct gw_err *e);
+void oai_conversation_free(struct gw_oai_req *r);
+
 #endif

@@ -593,6 +593,7 @@ void gw_oai_req_free(struct gw_oai_req *r)
     free(r->messages);
     free(r->tools);
     free(r->logit_bias);
+    oai_conversation_free(r);
     if (r->root != NULL)
         json_decref(r->root);
     memset(r, 0, sizeof(*r));

@@ -6,8 +6,8 @@
  * "max_model_len", "tokens"}, as vLLM answers; tokenized exactly as
  * tokenizerd does, so the count is what a completion would use) and POST
  * /detokenize ({"tokens"} -> {"prompt"}). The vocab also gives logprobs
- * their token texts. Leaves out /tokenize of chat messages, which goes
- * through the same hand-off as chat completions and is refused there.
+ * their token texts. Leaves out /tokenize of chat messages: tokenizerd
+ * renders conversations, so that request is answered 400 saying so.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -67,10 +67,13 @@ static int tokenize_messages(struct gw_req *r, struct gw_err *e)
         return -1;
     int rc = gw_call_prepare(&p, 0, &gen, e);
     gw_oai_req_free(&p);
+    /* tokenizerd renders conversations (the chat template lives there); the gateway
+     * holds only the vocab, so it cannot count a conversation's tokens itself */
     return rc != 0 ? -1
-                   : gw_err_set(e, 500, "",
-                                "rendered chat prompts cannot be tokenized "
-                                "here");
+                   : gw_err_set(e, 400, "messages",
+                                "/tokenize takes a 'prompt'; conversations are rendered by "
+                                "the pipeline: a chat completion's usage.prompt_tokens "
+                                "counts them");
 }
 
 static enum MHD_Result tokenize_text(struct gw_req *r, json_t *root, struct gw_err *e)

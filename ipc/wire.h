@@ -18,7 +18,7 @@
 #include "common/err.h"
 
 /* The protocol version every message carries ("v"); bumped on any incompatible change. */
-#define RS_WIRE_VERSION 1
+#define RS_WIRE_VERSION 2
 
 /* Hard limits. Decoders reject anything larger; encoders refuse to produce it. */
 #define RS_WIRE_ID_MAX 64                 /* request id: 1..64 printable ASCII bytes */

@@ -38,6 +38,10 @@ static const struct wire_field gen_fields[] = {
     {"logprobs", "logprobs"},
     {"stream", "stream"},
     {"priority", "priority"},
+    {"messages", "messages"},
+    {"tools", "tools"},
+    {"add_generation_prompt", "add_generation_prompt"},
+    {"chat_template_kwargs", "chat_template_kwargs"},
 };
 #define GEN_FIRST_OPT 3
 #define N_GEN_FIELDS (sizeof(gen_fields) / sizeof(gen_fields[0]))
@@ -55,6 +59,7 @@ void rs_wire_generate_init(struct rs_wire_generate *g)
     g->temperature = 1.0f;
     g->top_p = 1.0f;
     g->repetition_penalty = 1.0f;
+    g->add_generation_prompt = true;
 }
 
 static rs_err rd_stop(struct wire_rd *r, struct rs_wire_generate *g)
@@ -109,6 +114,10 @@ static rs_err gen_field(struct wire_rd *r, unsigned idx, void *ctx)
         e = wire_rd_i64(r, &i64, INT32_MIN, INT32_MAX);
         g->priority = (int32_t)i64;
         return e;
+    case 20: return wire_rd_doc(r, &g->messages, WK_ARRAY, WK_MAP, RS_WIRE_MESSAGES_MAX);
+    case 21: return wire_rd_doc(r, &g->tools, WK_ARRAY, WK_MAP, RS_WIRE_TOOLS_MAX);
+    case 22: return wire_rd_bool(r, &g->add_generation_prompt);
+    case 23: return wire_rd_doc(r, &g->template_kwargs, WK_MAP, WK_END, RS_WIRE_KWARGS_MAX);
     }
     return wire_fail(r, RS_WIRE_INTERNAL, "no decoder for field %u", idx);
 }
@@ -195,6 +204,10 @@ static void wr_gen_field(struct wire_wr *w, const struct rs_wire_generate *g, un
     case 17: wire_wr_u64(w, g->logprobs); break;
     case 18: wire_wr_bool(w, g->stream); break;
     case 19: wire_wr_i64(w, g->priority); break;
+    case 20: wire_wr_raw(w, g->messages.packed, g->messages.len); break;
+    case 21: wire_wr_raw(w, g->tools.packed, g->tools.len); break;
+    case 22: wire_wr_bool(w, g->add_generation_prompt); break;
+    case 23: wire_wr_raw(w, g->template_kwargs.packed, g->template_kwargs.len); break;
     }
 }
 
@@ -211,6 +224,13 @@ static rs_err check_gen(const struct rs_wire_generate *g)
         e = wire_check_text("prompt", &g->prompt, RS_WIRE_PROMPT_MAX);
     if (e == RS_OK && (g->has & RS_WIRE_GEN_PROMPT_IDS))
         e = wire_check_ids("prompt_ids", &g->prompt_ids, RS_WIRE_PROMPT_IDS_MAX);
+    if (e == RS_OK && (g->has & RS_WIRE_GEN_MESSAGES))
+        e = wire_check_doc("messages", &g->messages, WK_ARRAY, WK_MAP, RS_WIRE_MESSAGES_MAX);
+    if (e == RS_OK && (g->has & RS_WIRE_GEN_TOOLS))
+        e = wire_check_doc("tools", &g->tools, WK_ARRAY, WK_MAP, RS_WIRE_TOOLS_MAX);
+    if (e == RS_OK && (g->has & RS_WIRE_GEN_CHAT_TEMPLATE_KWARGS))
+        e = wire_check_doc("chat_template_kwargs", &g->template_kwargs, WK_MAP, WK_END,
+                           RS_WIRE_KWARGS_MAX);
     if (e == RS_OK && (g->has & RS_WIRE_GEN_STOP_TOKEN_IDS))
         e = wire_check_ids("stop_token_ids", &stop_ids, RS_WIRE_STOP_IDS_MAX);
     if (e == RS_OK && (g->has & RS_WIRE_GEN_STOP)) {
@@ -303,18 +323,37 @@ static int64_t first_id_at_least(const struct rs_wire_ids *v, uint32_t limit, ui
 
 #define INVALID(err, ...) (wire_set_error(err, RS_WIRE_INVALID_PARAM, __VA_ARGS__), RS_EINVAL)
 
+/* tools, add_generation_prompt and chat_template_kwargs only mean something with messages. */
+static rs_err validate_chat(const struct rs_wire_generate *g, struct rs_wire_error *err)
+{
+    static const struct {
+        uint32_t bit;
+        const char *name;
+    } only_chat[] = {{RS_WIRE_GEN_TOOLS, "tools"},
+                     {RS_WIRE_GEN_ADD_GENERATION_PROMPT, "add_generation_prompt"},
+                     {RS_WIRE_GEN_CHAT_TEMPLATE_KWARGS, "chat_template_kwargs"}};
+    if ((g->has & RS_WIRE_GEN_MESSAGES) && g->messages.n == 0)
+        return INVALID(err, "field 'messages': must not be empty");
+    for (size_t i = 0; !(g->has & RS_WIRE_GEN_MESSAGES) && i < 3; i++)
+        if (g->has & only_chat[i].bit)
+            return INVALID(err, "field '%s': only with 'messages'", only_chat[i].name);
+    return RS_OK;
+}
+
 static rs_err validate_prompt(const struct rs_wire_generate *g, const struct rs_wire_limits *lim,
                               struct rs_wire_error *err)
 {
     bool text = g->has & RS_WIRE_GEN_PROMPT, ids = g->has & RS_WIRE_GEN_PROMPT_IDS;
+    bool chat = g->has & RS_WIRE_GEN_MESSAGES;
     uint32_t bad;
     int64_t at;
-    if (!text && !ids) {
-        wire_set_error(err, RS_WIRE_MISSING_FIELD, "missing field 'prompt' (or 'prompt_ids')");
+    if (!text && !ids && !chat) {
+        wire_set_error(err, RS_WIRE_MISSING_FIELD,
+                       "missing field 'prompt' (or 'prompt_ids', or 'messages')");
         return RS_EINVAL;
     }
-    if (text && ids)
-        return INVALID(err, "give 'prompt' or 'prompt_ids', not both");
+    if ((int)text + (int)ids + (int)chat > 1)
+        return INVALID(err, "give one of 'prompt', 'prompt_ids' and 'messages'");
     if (ids && g->prompt_ids.n == 0)
         return INVALID(err, "field 'prompt_ids': must not be empty");
     if (ids && lim->n_vocab && (at = first_id_at_least(&g->prompt_ids, lim->n_vocab, &bad)) >= 0)
@@ -322,7 +361,7 @@ static rs_err validate_prompt(const struct rs_wire_generate *g, const struct rs_
                        "vocabulary size %u", at, bad, lim->n_vocab);
     if (ids && lim->n_ctx && g->prompt_ids.n >= lim->n_ctx)
         return rs_wire_prompt_check(g->prompt_ids.n, lim->n_ctx, err);
-    return RS_OK;
+    return validate_chat(g, err);
 }
 
 void rs_wire_generate_sampling(const struct rs_wire_generate *g, struct rs_sampling_params *out)

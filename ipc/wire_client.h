@@ -11,6 +11,7 @@
 
 #include "common/sampling.h"
 #include "ipc/wire.h"
+#include "ipc/wire_doc.h"
 
 /* Bits of rs_wire_generate.has: which optional fields the message carries. */
 #define RS_WIRE_GEN_PROMPT (1u << 0)
@@ -30,6 +31,10 @@
 #define RS_WIRE_GEN_LOGPROBS (1u << 14)
 #define RS_WIRE_GEN_STREAM (1u << 15)
 #define RS_WIRE_GEN_PRIORITY (1u << 16)
+#define RS_WIRE_GEN_MESSAGES (1u << 17)
+#define RS_WIRE_GEN_TOOLS (1u << 18)
+#define RS_WIRE_GEN_ADD_GENERATION_PROMPT (1u << 19)
+#define RS_WIRE_GEN_CHAT_TEMPLATE_KWARGS (1u << 20)
 
 /*
  * A generation request. Absent fields hold the defaults below (PROTOCOL.md
@@ -57,6 +62,11 @@ struct rs_wire_generate {
     bool stream;                   /* false = one final message; true = a delta per step */
     uint32_t logprobs;             /* 0 = none; 1..RS_WIRE_LOGPROBS_MAX alternatives per token */
     int32_t priority;              /* 0; lower values are scheduled first */
+    /* A conversation instead of a prompt, rendered by the model's chat template: */
+    struct rs_wire_doc messages;   /* array of 1..RS_WIRE_MESSAGES_MAX maps (role, content, ...) */
+    struct rs_wire_doc tools;      /* array of <= RS_WIRE_TOOLS_MAX tool definitions (maps) */
+    bool add_generation_prompt;    /* true: the prompt ends opening the assistant's turn */
+    struct rs_wire_doc template_kwargs; /* chat_template_kwargs: map of further variables */
 };
 
 /* A decoded or to-be-encoded client message. */
@@ -98,7 +108,8 @@ struct rs_wire_limits {
 };
 
 /*
- * Semantic checks of a decoded generate: exactly one of prompt/prompt_ids,
+ * Semantic checks of a decoded generate: exactly one of prompt/prompt_ids/
+ * messages (tools, add_generation_prompt, chat_template_kwargs only with messages),
  * every parameter in range, token ids below n_vocab, prompt_ids shorter than
  * n_ctx. Returns RS_OK, or RS_EINVAL with err naming the field (codes
  * invalid_param, missing_field, prompt_too_long). Any thread.

@@ -27,6 +27,18 @@ struct wire_rd {
     int64_t index;              /* array item named in error messages; -1 = none */
 };
 
+/* One decoded msgpack header (wire_rd_tok); str/bin/ext payloads are left in place at `data`. */
+struct wire_tok {
+    enum wire_kind kind;
+    uint32_t len;        /* str/bin/ext: payload bytes; array: items; map: pairs */
+    const uint8_t *data; /* str/bin/ext payload */
+    bool neg;            /* int: value < 0 (then i holds it), else u */
+    uint64_t u;
+    int64_t i;
+    double f;
+    bool b;
+};
+
 void wire_rd_init(struct wire_rd *r, const void *buf, size_t len, struct rs_wire_error *err);
 enum wire_kind wire_rd_kind(const struct wire_rd *r);
 const char *wire_kind_name(enum wire_kind kind);
@@ -52,6 +64,8 @@ rs_err wire_rd_ids(struct wire_rd *r, struct rs_wire_ids *out, uint32_t max);
 rs_err wire_rd_lps(struct wire_rd *r, struct rs_wire_lps *out, uint32_t max);
 rs_err wire_rd_lp(struct wire_rd *r, struct rs_wire_logprob *out);
 rs_err wire_rd_done(struct wire_rd *r);          /* no trailing bytes */
+/* Any one header: scalars whole, str/bin/ext with their payload skipped, containers' counts. */
+rs_err wire_rd_tok(struct wire_rd *r, struct wire_tok *t);
 
 /* One key of a map: `key` on the wire, `path` in error messages (e.g. "usage.prompt_tokens"). */
 struct wire_field {
@@ -115,8 +129,21 @@ void wire_wr_f32(struct wire_wr *w, float v);
 void wire_wr_bool(struct wire_wr *w, bool v);
 void wire_wr_ids(struct wire_wr *w, const struct rs_wire_ids *ids);
 void wire_wr_lps(struct wire_wr *w, const struct rs_wire_lps *lps);
+void wire_wr_raw(struct wire_wr *w, const void *p, size_t n); /* bytes already msgpack */
 /* Writes "v" and "type" (the first two pairs of every client-facing map). */
 void wire_wr_head(struct wire_wr *w, enum rs_wire_type type);
+
+/*
+ * A conversation document (wire_doc.h) at r: a value of kind `top` (WK_ARRAY
+ * or WK_MAP) of at most max_items entries, each top-level array item of kind
+ * `item` (WK_END = any), JSON types only, depth and nodes bounded. Sets *out
+ * to a view of its bytes. wire_check_doc runs the same walk for an encoder.
+ */
+struct rs_wire_doc;
+rs_err wire_rd_doc(struct wire_rd *r, struct rs_wire_doc *out, enum wire_kind top,
+                   enum wire_kind item, uint32_t max_items);
+rs_err wire_check_doc(const char *what, const struct rs_wire_doc *d, enum wire_kind top,
+                      enum wire_kind item, uint32_t max_items);
 
 /* Encoder-side checks, mirroring the decoders so every encoded message decodes. */
 rs_err wire_check_text(const char *what, const struct rs_wire_str *s, uint32_t max);

@@ -15,19 +15,8 @@
 
 #include "common/log.h"
 #include "common/utf8.h"
+#include "ipc/wire_doc.h"
 #include "ipc/wire_impl.h"
-
-/* One decoded msgpack header; str/bin/ext payloads are left in place at `data`. */
-struct wire_tok {
-    enum wire_kind kind;
-    uint32_t len;        /* str/bin/ext: payload bytes; array: items; map: pairs */
-    const uint8_t *data; /* str/bin/ext payload */
-    bool neg;            /* int: value < 0 (then i holds it), else u */
-    uint64_t u;
-    int64_t i;
-    double f;
-    bool b;
-};
 
 void wire_rd_init(struct wire_rd *r, const void *buf, size_t len, struct rs_wire_error *err)
 {
@@ -227,6 +216,11 @@ static rs_err rd_tok(struct wire_rd *r, struct wire_tok *t)
     return truncated(r);
 }
 
+rs_err wire_rd_tok(struct wire_rd *r, struct wire_tok *t)
+{
+    return rd_tok(r, t);
+}
+
 /* Reads a header that must be of kind `want`; `what` names it in the error. */
 static rs_err rd_expect(struct wire_rd *r, struct wire_tok *t, enum wire_kind want, const char *what)
 {
@@ -420,9 +414,10 @@ rs_err wire_rd_bool(struct wire_rd *r, bool *v)
     return e;
 }
 
-rs_err wire_rd_skip(struct wire_rd *r)
+/* Skips one value nested at most max_depth (<= RS_WIRE_DOC_DEPTH_MAX) levels, iteratively. */
+static rs_err skip_value(struct wire_rd *r, int max_depth)
 {
-    uint64_t left[RS_WIRE_DEPTH_MAX];
+    uint64_t left[RS_WIRE_DOC_DEPTH_MAX];
     int depth = 0;
     do {
         struct wire_tok t;
@@ -432,15 +427,20 @@ rs_err wire_rd_skip(struct wire_rd *r)
         if (depth > 0)
             left[depth - 1]--;
         if ((t.kind == WK_ARRAY || t.kind == WK_MAP) && t.len > 0) {
-            if (depth == RS_WIRE_DEPTH_MAX)
+            if (depth == max_depth)
                 return wire_fail(r, RS_WIRE_TOO_LARGE, "nested deeper than %d levels",
-                                 RS_WIRE_DEPTH_MAX);
+                                 max_depth);
             left[depth++] = (uint64_t)t.len * (t.kind == WK_MAP ? 2 : 1);
         }
         while (depth > 0 && left[depth - 1] == 0)
             depth--;
     } while (depth > 0);
     return RS_OK;
+}
+
+rs_err wire_rd_skip(struct wire_rd *r)
+{
+    return skip_value(r, RS_WIRE_DEPTH_MAX);
 }
 
 rs_err wire_rd_ids(struct wire_rd *r, struct rs_wire_ids *out, uint32_t max)
@@ -608,7 +608,10 @@ static rs_err header_pair(struct wire_rd *r, const struct rs_wire_str *k, struct
         if (wire_rd_id(&peek, h->id, false) != RS_OK)
             h->id[0] = '\0';
     }
-    return wire_rd_skip(r);
+    /* The header pass does not know which keys are documents (wire_doc.h), so it lets any
+     * value nest as deep as a document may; each field's decoder then holds it to its own
+     * bound (scalars and id lists: RS_WIRE_DEPTH_MAX; unknown keys are refused). */
+    return skip_value(r, RS_WIRE_DOC_DEPTH_MAX);
 }
 
 rs_err wire_rd_header(const void *buf, size_t len, size_t max_len, struct wire_hdr *h,

@@ -159,6 +159,12 @@ void wire_wr_ids(struct wire_wr *w, const struct rs_wire_ids *ids)
         wire_wr_u64(w, ids->vals[i]);
 }
 
+void wire_wr_raw(struct wire_wr *w, const void *p, size_t n)
+{
+    if (n > 0)
+        (void)buf_write(w->b, p, n);
+}
+
 void wire_wr_lps(struct wire_wr *w, const struct rs_wire_lps *lps)
 {
     wire_wr_array(w, lps->n);

@@ -199,6 +199,11 @@ uint64_t dedup_content_hash(const struct rs_wire_generate *g, const int32_t *ids
         h = mix_bytes(h, g->prompt.ptr, g->prompt.len);
     else
         h = mix_bytes(h, ids, (size_t)n_ids * sizeof(int32_t));
+    /* A conversation is its packed bytes: the same client resending packs them the same. */
+    const struct rs_wire_doc *docs[] = {&g->messages, &g->tools, &g->template_kwargs};
+    for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++)
+        h = docs[i]->len > 0 ? mix_bytes(h, docs[i]->packed, docs[i]->len) : mix(h, 0);
+    h = mix(h, g->add_generation_prompt);
     h = mix(h, g->max_tokens);
     h = mix_float(h, g->temperature);
     h = mix_float(h, g->top_p);

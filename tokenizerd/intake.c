@@ -217,7 +217,7 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
         return RS_OK;
     const struct rs_wire_generate *g = &m->u.gen;
     uint32_t n_ids = 0;
-    if (!(g->has & RS_WIRE_GEN_PROMPT))
+    if (g->has & RS_WIRE_GEN_PROMPT_IDS)
         n_ids = rs_wire_ids_copy(&g->prompt_ids, (uint32_t *)t->ids, p->cfg.n_ctx);
     uint64_t hash = dedup_content_hash(g, t->ids, n_ids);
     struct dedup_key key = {.tcp = tcp, .client = peer->id, .client_len = peer->len,
@@ -228,6 +228,8 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
         return RS_OK;
     uint32_t n_prompt = n_ids;
     if ((g->has & RS_WIRE_GEN_PROMPT) && tokenize_prompt(t, sock, peer, m, &n_prompt))
+        return RS_OK;
+    if ((g->has & RS_WIRE_GEN_MESSAGES) && tokd_chat_tokenize(t, sock, peer, m, &n_prompt))
         return RS_OK;
     void *rec;
     rs_err rc = rs_table_claim(p->requests, &ref, &rec);

@@ -9,6 +9,7 @@
  * incarnations held. Leaves out everything after the commit: schedulerd,
  * launcherd and postprocd take it from shared memory.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 
 struct tokenizerd {
     struct tokd t;
+    const char *chat_template; /* --chat-template FILE, or NULL for the model's own */
     struct rs_pipe_front_opts front;
     zmq_pollitem_t items[2];
     rs_zsock *socks[2];
@@ -34,10 +36,17 @@ static struct tokenizerd the_daemon; /* static: a fenced exit leaves it as it is
 
 static rs_err tokenizerd_load(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
-    struct tokd *t = &((struct tokenizerd *)self)->t;
-    rs_err rc = rs_vocab_load_file(st->args.cfg.model_path, &t->vocab, err, err_len);
+    struct tokenizerd *d = self;
+    struct tokd *t = &d->t;
+    rs_gguf *g = NULL;
+    rs_err rc = rs_gguf_open(st->args.cfg.model_path, &g, err, err_len);
+    if (rc == RS_OK)
+        rc = rs_vocab_load(g, &t->vocab, err, err_len);
     if (rc == RS_OK && (rc = rs_tokenizer_create(t->vocab, &t->tok)) != RS_OK)
         snprintf(err, err_len, "cannot create the tokenizer: %s", rs_strerror(rc));
+    if (rc == RS_OK)
+        rc = tokd_chat_load(&t->chat, g, t->vocab, d->chat_template, err, err_len);
+    rs_gguf_close(&g);
     return rc;
 }
 
@@ -111,9 +120,22 @@ static void tokenizerd_close(void *self)
     rs_wire_buf_fini(&t->out);
     free(t->ids);
     dedup_destroy(&t->index);
+    tokd_chat_fini(&t->chat);
     rs_tokenizer_destroy(&t->tok);
     rs_vocab_destroy(&t->vocab);
 }
+
+static const struct rs_opt own_opts[] = {
+    {.name = "chat-template", .kind = RS_OPT_ARG,
+     .off = offsetof(struct tokenizerd, chat_template), .arg = "FILE",
+     .help = "render conversations with this Jinja template instead of\n"
+             "the model's tokenizer.chat_template"},
+    {0},
+};
+
+static const struct rs_opt_group groups[] = {
+    {"tokenizerd options", own_opts, &the_daemon, NULL},
+};
 
 static const struct rs_stage_def def = {
     .stage = RS_PIPE_STAGE_TOKENIZERD,
@@ -121,6 +143,8 @@ static const struct rs_stage_def def = {
              "Accepts generate/cancel requests from clients (ipc/PROTOCOL.md), tokenizes them\n"
              "with the model's vocab and commits them to shared memory for schedulerd.\n",
     .place_role = RS_PLACE_OTHER,
+    .groups = groups,
+    .n_groups = sizeof(groups) / sizeof(groups[0]),
     .front_opts = &the_daemon.front,
     .front = &the_daemon.t.front,
     .load = tokenizerd_load,

@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "common/gguf.h"
+#include "common/jinja.h"
 #include "common/tokenizer.h"
 #include "common/vocab.h"
 #include "ipc/pipeline_door.h"
@@ -63,6 +65,37 @@ void dedup_key_of(const struct rs_pipe_req *r, struct dedup_key *key);
 /* 64-bit content hash of a validated generate whose prompt ids (if any) are ids[0..n_ids). */
 uint64_t dedup_content_hash(const struct rs_wire_generate *g, const int32_t *ids, uint32_t n_ids);
 
+/* --- chat.c: conversations rendered by the chat template ---------------------------------- */
+
+struct tokd_chat {
+    rs_jinja *tmpl;       /* compiled template; NULL when there is none usable */
+    char *unusable;       /* why conversations are refused when tmpl is NULL (owned) */
+    int absent;           /* 1: the model has no template (the client's mistake to send one);
+                             0 with tmpl NULL: it does not compile (the server's problem) */
+    const char *origin;   /* "tokenizer.chat_template" or "--chat-template", for messages */
+    char *bos, *eos;      /* the vocab's BOS / EOS token texts ("" when none; owned) */
+};
+
+/*
+ * Loads the template: template_file when not NULL (unreadable or not
+ * compiling: RS_EINVAL with err set, tokenizerd exits 2), else the GGUF's
+ * tokenizer.chat_template (absent or not compiling: RS_OK, and conversations
+ * are answered with the reason). RS_ENOMEM. c zeroed before; tokd_chat_fini frees.
+ */
+rs_err tokd_chat_load(struct tokd_chat *c, const rs_gguf *g, const rs_vocab *v,
+                      const char *template_file, char *err, size_t err_len);
+void tokd_chat_fini(struct tokd_chat *c);
+
+/*
+ * The prompt ids of a validated generate carrying messages, in t->ids:
+ * rendered, tokenized with special tokens parsed, BOS once. 0 with *n_out
+ * set, or 1 after answering the client (no template, render error naming
+ * line and column, prompt too long).
+ */
+struct tokd;
+int tokd_chat_tokenize(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
+                       const struct rs_wire_client_msg *m, uint32_t *n_out);
+
 /* --- the daemon ---------------------------------------------------------------------------- */
 
 struct tokd_opts {
@@ -75,6 +108,7 @@ struct tokd {
     struct rs_pipe_front front;
     rs_vocab *vocab;
     rs_tokenizer *tok;
+    struct tokd_chat chat;   /* the chat template (chat.c) */
     struct dedup *index;
     int32_t *ids;            /* n_ctx prompt ids: the tokenizer's output */
     struct rs_wire_buf out;  /* reply encoder buffer */

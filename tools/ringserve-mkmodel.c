@@ -86,6 +86,7 @@ static const struct mk_arch ARCHS[] = {
 
 struct opts {
     const char *out, *convert, *vocab_from;
+    const char *chat_template; /* --chat-template FILE: stored as tokenizer.chat_template */
     const struct mk_arch *arch;
     long dim, layers, heads, kv_heads, ffn, vocab, ctx, head_dim, swa;
     float norm_std, softcap_attn, softcap_final;
@@ -279,6 +280,8 @@ static const struct rs_opt opt_table[] = {
          "qwen2/qwen3/gemma3)"),
     {.name = "vocab-from", .kind = RS_OPT_ARG, .off = O(vocab_from), SHAPE, .arg = "FILE.gguf",
      .help = "copy the vocab of FILE instead of the byte-level one"},
+    {.name = "chat-template", .kind = RS_OPT_ARG, .off = O(chat_template), SHAPE,
+     .arg = "FILE.jinja", .help = "store this chat template as tokenizer.chat_template"},
     {.name = "seed", .kind = RS_OPT_CALL, .parse = parse_seed, .arg = "S",
      .help = "random weights' seed (default 0)"},
     {.name = "vocab-only", .kind = RS_OPT_FLAG, .off = O(vocab_only), .val = 1, SHAPE,
@@ -702,6 +705,27 @@ static rs_err set_arch_keys(rs_gguf_writer *w, const struct opts *o, uint64_t n_
     return rc;
 }
 
+/* tokenizer.chat_template from --chat-template's file, so tests and demos get a chat model. */
+static rs_err set_chat_template(rs_gguf_writer *w, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    long n = -1;
+    if (f != NULL && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (16l << 20) &&
+        fseek(f, 0, SEEK_SET) == 0 && (text = calloc(1, (size_t)n + 1)) != NULL &&
+        fread(text, 1, (size_t)n, f) != (size_t)n)
+        n = -1;
+    if (f != NULL)
+        fclose(f);
+    rs_err rc = text != NULL && n >= 0 && strlen(text) == (size_t)n
+                    ? rs_gguf_writer_set_str(w, "tokenizer.chat_template", text) : RS_EINVAL;
+    if (rc != RS_OK)
+        fprintf(stderr, "ringserve-mkmodel: --chat-template %s: unreadable, over 16 MiB or "
+                "holding a NUL byte\n", path);
+    free(text);
+    return rc;
+}
+
 static rs_err set_hparams(rs_gguf_writer *w, const struct opts *o, uint64_t n_vocab)
 {
     const struct {
@@ -718,6 +742,8 @@ static rs_err set_hparams(rs_gguf_writer *w, const struct opts *o, uint64_t n_vo
         rc = rs_gguf_writer_set_str(w, "general.name", "ringserve-mkmodel random weights");
     if (rc == RS_OK)
         rc = rs_gguf_writer_set_u32(w, "general.file_type", file_type_of(o));
+    if (rc == RS_OK && o->chat_template != NULL)
+        rc = set_chat_template(w, o->chat_template);
     for (size_t i = 0; i < sizeof(u32s) / sizeof(u32s[0]) && rc == RS_OK; i++)
         rc = set_arch_u32(w, o, u32s[i].key, u32s[i].v);
     if (rc == RS_OK)

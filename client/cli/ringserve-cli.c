@@ -6,7 +6,9 @@
  * Every request field has a flag named after it; --json prints one JSON
  * object per request with the token ids, usage and timings (the server's and
  * this client's, per token). --n and --concurrency send many at once. It is
- * also the client library's reference user. Leaves out chat templates.
+ * also the client library's reference user. A conversation (--messages FILE,
+ * or --system/--user) is sent as `messages`, for the server to render with
+ * the model's chat template.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/chat.h"
 #include "client/client.h"
 #include "client/options.h"
 #include "common/clock.h"
@@ -24,12 +27,13 @@
 #include "common/opt.h"
 #include "common/utf8.h"
 
-/* One prompt: text (len bytes, borrowed or owned) or token ids (owned). */
+/* One prompt: text (len bytes, borrowed or owned), token ids (owned) or the conversation. */
 struct cli_prompt {
     const char *text;
     size_t len;
     uint32_t *ids;
     uint32_t n_ids;
+    int chat; /* the generate's chat fields come from cli_args.chat_gen */
 };
 
 struct cli_args {
@@ -41,6 +45,9 @@ struct cli_args {
     const char *id;
     const char *prompt_file;
     const char *prompt_ids;
+    const char *messages_file, *system, *user;
+    struct rs_client_chat chat;       /* the conversation's packed bytes */
+    struct rs_wire_generate chat_gen; /* its messages/tools/kwargs views and bits */
     int json, verbose;
     char *owned; /* stdin or prompt-file bytes */
 };
@@ -118,7 +125,14 @@ static void on_event(const struct rs_client_event *ev)
 static void job_generate(const struct run *r, const struct job *j, struct rs_wire_generate *g)
 {
     *g = r->a->gen.gen;
-    if (j->prompt->ids != NULL) {
+    if (j->prompt->chat) {
+        const struct rs_wire_generate *c = &r->a->chat_gen;
+        g->has |= c->has;
+        g->messages = c->messages;
+        g->tools = c->tools;
+        g->template_kwargs = c->template_kwargs;
+        g->add_generation_prompt = c->add_generation_prompt;
+    } else if (j->prompt->ids != NULL) {
         g->has |= RS_WIRE_GEN_PROMPT_IDS;
         g->prompt_ids = (struct rs_wire_ids){.n = j->prompt->n_ids, .vals = j->prompt->ids};
     } else {
@@ -291,10 +305,57 @@ static int prompts_from_file(struct cli_args *a)
     return 0;
 }
 
+/* The conversation of --messages FILE.json ('-': stdin) or --system/--user, as one prompt. */
+static int load_chat(struct cli_args *a, int argc, int first)
+{
+    char err[512];
+    size_t len = 0;
+    if (first < argc || a->prompt_file != NULL || a->prompt_ids != NULL) {
+        fprintf(stderr, "ringserve-cli: a conversation (--messages, --system, --user) takes no "
+                "other prompt\n");
+        return -1;
+    }
+    if (a->messages_file != NULL && (a->system != NULL || a->user != NULL)) {
+        fprintf(stderr, "ringserve-cli: give --messages or --system/--user, not both\n");
+        return -1;
+    }
+    if (a->messages_file == NULL && a->user == NULL) {
+        fprintf(stderr, "ringserve-cli: --system needs --user\n");
+        return -1;
+    }
+    if (a->messages_file != NULL) {
+        int std = strcmp(a->messages_file, "-") == 0;
+        FILE *f = std ? stdin : fopen(a->messages_file, "r");
+        int bad = f == NULL || read_all(f, &a->owned, &len) != 0;
+        if (f != NULL && !std)
+            fclose(f);
+        if (bad) {
+            fprintf(stderr, "ringserve-cli: cannot read %s: %s\n", a->messages_file,
+                    strerror(errno));
+            return -1;
+        }
+    }
+    if ((a->messages_file != NULL
+             ? rs_client_chat_parse(&a->chat, a->owned, len, &a->chat_gen, err, sizeof(err))
+             : rs_client_chat_simple(&a->chat, a->system, a->user, &a->chat_gen, err,
+                                     sizeof(err))) != RS_OK) {
+        fprintf(stderr, "ringserve-cli: %s: %s\n", a->messages_file ? a->messages_file
+                : "--system/--user", err);
+        return -1;
+    }
+    if ((a->prompts = calloc(1, sizeof(*a->prompts))) == NULL)
+        return -1;
+    a->prompts[0].chat = 1;
+    a->n_prompts = 1;
+    return 0;
+}
+
 /* The prompt(s) from --prompt-ids, --prompt-file or the arguments; checked for UTF-8. */
 static int load_prompts(struct cli_args *a, int argc, char **argv, int first)
 {
     char err[256];
+    if (a->messages_file != NULL || a->system != NULL || a->user != NULL)
+        return load_chat(a, argc, first);
     if (a->prompt_ids != NULL) {
         if (first < argc || a->prompt_file != NULL) {
             fprintf(stderr, "ringserve-cli: --prompt-ids takes no text prompt as well\n");
@@ -337,6 +398,19 @@ static const struct rs_opt cli_opts[] = {
      .help = "token ids instead of text (no BOS added)"},
     {.name = "prompt-file", .kind = RS_OPT_ARG, .off = CLI(prompt_file), .arg = "FILE",
      .help = "one prompt per line (UTF-8)"},
+    {.name = "messages", .kind = RS_OPT_ARG, .off = CLI(messages_file), .arg = "FILE.json",
+     .help = "a conversation for the model's chat template: a messages\n"
+             "array, or {\"messages\": [...], \"tools\": [...],\n"
+             "\"chat_template_kwargs\": {...}} ('-' reads stdin)"},
+    {.name = "system", .kind = RS_OPT_ARG, .off = CLI(system), .arg = "TEXT",
+     .help = "a system message (with --user)"},
+    {.name = "user", .kind = RS_OPT_ARG, .off = CLI(user), .arg = "TEXT",
+     .help = "a user message: a one-turn conversation"},
+    {.name = "no-generation-prompt", .kind = RS_OPT_BOOL,
+     .off = CLI(chat_gen.add_generation_prompt), .val = 0,
+     .has_bit = RS_WIRE_GEN_ADD_GENERATION_PROMPT, .has_off = CLI(chat_gen.has),
+     .help = "render the conversation without the assistant turn's\n"
+             "opening (continue the last message)"},
     COUNT("n", n, "send each prompt N times (default 1)"),
     COUNT("concurrency", concurrency, "at most N requests in flight (default 1)"),
     {.name = "id", .kind = RS_OPT_ARG, .off = CLI(id), .arg = "ID",
@@ -366,6 +440,7 @@ static int cli_parse(int argc, char **argv, struct cli_args *a)
     int first;
     memset(a, 0, sizeof(*a));
     rs_client_gen_args_init(&a->gen);
+    rs_wire_generate_init(&a->chat_gen); /* before parsing: --no-generation-prompt sets it */
     rs_client_conn_args_init(&a->conn);
     a->n = a->concurrency = 1;
     const struct rs_opt_group g[] = {
@@ -392,6 +467,7 @@ static void cli_args_fini(struct cli_args *a)
         free(a->prompts[i].ids);
     free(a->prompts);
     free(a->owned);
+    rs_client_chat_fini(&a->chat);
 }
 
 static int run_jobs(struct cli_args *a)

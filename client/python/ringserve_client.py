@@ -28,7 +28,7 @@ import msgpack
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 # Request fields (PROTOCOL.md 3.1) besides the prompt, with the Python types accepted.
 PARAMS = {
@@ -37,6 +37,8 @@ PARAMS = {
     "presence_penalty": (int, float), "frequency_penalty": (int, float), "seed": int,
     "stop": list, "stop_token_ids": list, "ignore_eos": bool, "logprobs": int,
     "stream": bool, "priority": int,
+    # with messages only (rendered by the model's chat template):
+    "tools": list, "add_generation_prompt": bool, "chat_template_kwargs": dict,
 }
 
 BACKOFF_MAX = 8.0  # seconds: resends and resumes back off to this
@@ -257,15 +259,18 @@ class Client:
     # --- the public calls ----------------------------------------------------------------------
 
     def submit(self, prompt=None, prompt_ids=None, callback=None, id=None, timeout=None,
-               **params):
+               messages=None, **params):
         """Submits a generate; callback(event) gets its events from poll(). Returns the id.
 
-        Exactly one of prompt (str; "" = BOS alone) and prompt_ids (list of ints) is given;
+        Exactly one of prompt (str; "" = BOS alone), prompt_ids (list of ints) and messages
+        (a conversation: list of {"role": ..., "content": ...} dicts, rendered by the server
+        with the model's chat template; tools=, add_generation_prompt=,
+        chat_template_kwargs= go with it) is given;
         params are the request fields of PROTOCOL.md 3.1 (max_tokens=..., temperature=...).
         timeout: seconds from now to the final (None: the client's; 0: none).
         """
-        if (prompt is None) == (prompt_ids is None):
-            raise ValueError("give exactly one of prompt and prompt_ids")
+        if sum(x is not None for x in (prompt, prompt_ids, messages)) != 1:
+            raise ValueError("give exactly one of prompt, prompt_ids and messages")
         for key, val in params.items():
             if key not in PARAMS:
                 raise TypeError(f"unknown request field {key!r}")
@@ -281,7 +286,12 @@ class Client:
         elif id in self.requests:
             raise ValueError(f"request {id!r} is in flight")
         msg = {"v": PROTOCOL_VERSION, "type": "generate", "id": id}
-        msg.update({"prompt": prompt} if prompt is not None else {"prompt_ids": list(prompt_ids)})
+        if messages is not None:
+            msg["messages"] = list(messages)
+        elif prompt is not None:
+            msg["prompt"] = prompt
+        else:
+            msg["prompt_ids"] = list(prompt_ids)
         msg.update(params)
         now = time.monotonic()
         limit = self.timeout if timeout is None else timeout
@@ -336,12 +346,13 @@ class Client:
             self.poll(1.0 if left is None else min(left, 1.0))
         return True
 
-    def stream(self, prompt=None, prompt_ids=None, id=None, timeout=None, **params):
+    def stream(self, prompt=None, prompt_ids=None, id=None, timeout=None, messages=None,
+               **params):
         """Yields the request's events in order, the final last. A request that ends with a
         local failure raises Refused, Timeout or Lost instead of yielding its final."""
         params.setdefault("stream", True)
         events = []
-        rid = self.submit(prompt, prompt_ids, events.append, id, timeout, **params)
+        rid = self.submit(prompt, prompt_ids, events.append, id, timeout, messages, **params)
         try:
             while True:
                 if not events:
@@ -358,12 +369,12 @@ class Client:
             if rid in self.requests:  # the caller stopped iterating early
                 self.cancel(rid)
 
-    def generate(self, prompt=None, prompt_ids=None, **params):
+    def generate(self, prompt=None, prompt_ids=None, messages=None, **params):
         """Runs one request to the end; returns a dict with text, tokens, finish_reason,
         usage, timings, seed and the client's ttft/e2e (seconds). Raises like stream()."""
         params.setdefault("stream", False)
         text, tokens, times, final = [], [], [], None
-        for ev in self.stream(prompt, prompt_ids, **params):
+        for ev in self.stream(prompt, prompt_ids, messages=messages, **params):
             text.append(ev.text)
             tokens.extend(ev.tokens)
             times.extend([ev.recv_time - ev.submit_time] * len(ev.tokens))

@@ -8,6 +8,9 @@
  * released after each input, so it is answered not_found), which decodes; an ack must name a committed WAITING
  * record whose prompt has the acked length, and the table and arena
  * invariants must hold after the records are released again.
+ * Conversations are rendered with refdata's Qwen2.5 chat template (as
+ * tokenizerd --chat-template loads it), so `messages` inputs go through the
+ * renderer and its bounds too.
  * Seeds: tests/fuzz/corpus/tokd_intake (client messages from wire_client).
  */
 #include <stdio.h>
@@ -56,6 +59,14 @@ static int setup(void)
     FUZZ_ASSERT(rs_harness_config_resolve(&cfg, err, sizeof(err)) == RS_OK);
     FUZZ_ASSERT(rs_vocab_load_file(cfg.model_path, &t.vocab, err, sizeof(err)) == RS_OK);
     FUZZ_ASSERT(rs_tokenizer_create(t.vocab, &t.tok) == RS_OK);
+    char tmpl[600];
+    rs_gguf *g = NULL;
+    snprintf(tmpl, sizeof(tmpl), "%s/chat-templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja",
+             root != NULL ? root : RS_SOURCE_DIR "/../shared/refdata");
+    FUZZ_ASSERT(rs_gguf_open(cfg.model_path, &g, err, sizeof(err)) == RS_OK);
+    FUZZ_ASSERT(tokd_chat_load(&t.chat, g, t.vocab, access(tmpl, R_OK) == 0 ? tmpl : NULL, err,
+                               sizeof(err)) == RS_OK);
+    rs_gguf_close(&g);
     FUZZ_ASSERT(rs_pipe_open(&cfg, RS_PIPE_STAGE_TOKENIZERD, &t.p, err, sizeof(err)) == RS_OK);
     t.doors = &no_doors;
     atexit(cleanup);

@@ -20,19 +20,19 @@ def rec(side, msg):
 
 
 def ack(rid):
-    return rec(TOK, {"v": 1, "type": "ack", "id": rid, "prompt_tokens": 1, "handle": 7,
+    return rec(TOK, {"v": 2, "type": "ack", "id": rid, "prompt_tokens": 1, "handle": 7,
                      "seed": 9})
 
 
 def delta(rid, seq, text="x", tokens=(5,), logprobs=None):
-    m = {"v": 1, "type": "delta", "id": rid, "seq": seq, "text": text, "tokens": list(tokens)}
+    m = {"v": 2, "type": "delta", "id": rid, "seq": seq, "text": text, "tokens": list(tokens)}
     if logprobs is not None:
         m["logprobs"] = logprobs
     return rec(POST, m)
 
 
 def final(rid, seq, reason="length", text=""):
-    return rec(POST, {"v": 1, "type": "final", "id": rid, "seq": seq, "text": text,
+    return rec(POST, {"v": 2, "type": "final", "id": rid, "seq": seq, "text": text,
                       "tokens": [], "finish_reason": reason,
                       "usage": {"prompt_tokens": 1, "completion_tokens": seq,
                                 "cached_tokens": 0},
@@ -40,10 +40,10 @@ def final(rid, seq, reason="length", text=""):
 
 
 def error(side, rid, code, text="no"):
-    return rec(side, {"v": 1, "type": "error", "id": rid, "code": code, "message": text})
+    return rec(side, {"v": 2, "type": "error", "id": rid, "code": code, "message": text})
 
 
-WELCOME = rec(POST, {"v": 1, "type": "welcome", "server": "postprocd"})
+WELCOME = rec(POST, {"v": 2, "type": "welcome", "server": "postprocd"})
 
 SEEDS = {
     "happy": WELCOME + b"".join(ack(r) + delta(r, 0) + delta(r, 1) + final(r, 2)
@@ -55,7 +55,7 @@ SEEDS = {
     "logprobs": ack("c") + delta("c", 0, "é", (3, 4), [[3, -0.5, [[3, -0.5], [8, -1.0]]],
                                                       [4, -1.5, []]]) + final("c", 1, "stop"),
     "output_before_ack": delta("b", 0) + final("b", 1, "abort") + ack("b"),
-    "error_final": rec(POST, {"v": 1, "type": "final", "id": "a", "seq": 0, "text": "",
+    "error_final": rec(POST, {"v": 2, "type": "final", "id": "a", "seq": 0, "text": "",
                               "tokens": [], "finish_reason": "error", "error": "internal",
                               "message": "boom",
                               "usage": {"prompt_tokens": 1, "completion_tokens": 0,

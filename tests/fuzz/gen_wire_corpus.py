@@ -16,6 +16,7 @@ import struct
 
 import msgpack
 
+V = 2  # RS_WIRE_VERSION
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 
 
@@ -24,7 +25,7 @@ def pk(obj):
 
 
 def gen(**kw):
-    m = {"v": 1, "type": "generate", "id": "req-1", "prompt": "Hello"}
+    m = {"v": V, "type": "generate", "id": "req-1", "prompt": "Hello"}
     m.update(kw)
     return {k: v for k, v in m.items() if v is not None}
 
@@ -42,28 +43,28 @@ def client_cases():
         "ok-generate-int-for-float": pk(gen(temperature=1, top_p=1, repetition_penalty=2)),
         "ok-generate-greedy": pk(gen(temperature=0.0)),
         "ok-generate-utf8": pk(gen(prompt="héllo wörld – 日本語 🦙", stop=["🦙"])),
-        "ok-cancel": pk({"v": 1, "type": "cancel", "id": "req-1"}),
-        "ok-hello": pk({"v": 1, "type": "hello"}),
-        "ok-resume": pk({"v": 1, "type": "resume", "id": "req-1", "from_seq": 17}),
-        "ok-release": pk({"v": 1, "type": "release", "id": "req-1"}),
-        "bad-missing_field-release-id": pk({"v": 1, "type": "release"}),
-        "bad-unknown_field-release-from_seq": pk({"v": 1, "type": "release", "id": "a",
+        "ok-cancel": pk({"v": V, "type": "cancel", "id": "req-1"}),
+        "ok-hello": pk({"v": V, "type": "hello"}),
+        "ok-resume": pk({"v": V, "type": "resume", "id": "req-1", "from_seq": 17}),
+        "ok-release": pk({"v": V, "type": "release", "id": "req-1"}),
+        "bad-missing_field-release-id": pk({"v": V, "type": "release"}),
+        "bad-unknown_field-release-from_seq": pk({"v": V, "type": "release", "id": "a",
                                                   "from_seq": 1}),
         "bad-unknown_field-foo": pk(gen(foo=1)),
-        "bad-unknown_field-hello-id": pk({"v": 1, "type": "hello", "id": "x"}),
+        "bad-unknown_field-hello-id": pk({"v": V, "type": "hello", "id": "x"}),
         "bad-wrong_type-top_p-string": pk(gen(top_p="0.9")),
         "bad-wrong_type-stream-int": pk(gen(stream=1)),
         "bad-wrong_type-max_tokens-float": pk(gen(max_tokens=16.0)),
         "bad-wrong_type-stop-not-array": pk(gen(stop="\n")),
         "bad-wrong_type-prompt-bin": pk(gen(prompt=b"Hello")),
-        "bad-missing_field-id": pk({"v": 1, "type": "generate", "prompt": "x"}),
+        "bad-missing_field-id": pk({"v": V, "type": "generate", "prompt": "x"}),
         "bad-missing_field-v": pk({"type": "generate", "id": "a", "prompt": "x"}),
         "bad-missing_field-prompt": pk(gen(prompt=None)),
-        "bad-missing_field-resume-from_seq": pk({"v": 1, "type": "resume", "id": "a"}),
-        "bad-unsupported_version-v2": pk(gen(v=2, newfield=True)),
+        "bad-missing_field-resume-from_seq": pk({"v": V, "type": "resume", "id": "a"}),
+        "bad-unsupported_version-v-next": pk(gen(v=V + 1, newfield=True)),
         "bad-unsupported_version-v0": pk(gen(v=0)),
-        "bad-bad_request-unknown-type": pk({"v": 1, "type": "launch", "id": "a"}),
-        "bad-bad_request-server-type": pk({"v": 1, "type": "ack", "id": "a"}),
+        "bad-bad_request-unknown-type": pk({"v": V, "type": "launch", "id": "a"}),
+        "bad-bad_request-server-type": pk({"v": V, "type": "ack", "id": "a"}),
         "bad-bad_request-not-a-map": pk(["generate", "a"]),
         "bad-too_large-stop-17": pk(gen(stop=["s%d" % i for i in range(17)])),
         "bad-too_large-stop-string": pk(gen(stop=["x" * 257])),
@@ -86,6 +87,7 @@ def client_cases():
         "bad-invalid_param-priority-2p31": pk(gen(priority=2**31)),
         "bad-invalid_param-nan-temperature": pk(gen(temperature=float("nan"))),
     }
+    c.update(chat_cases())
     # Duplicate key: msgpack refuses to pack one, so splice the bytes by hand.
     dup = bytearray(pk(gen()))
     dup[0] += 1
@@ -99,23 +101,91 @@ def client_cases():
     c["bad-bad_request-c1-byte"] = b"\x81\xa2id\xc1"
     c["bad-bad_request-empty"] = b""
     # A map32 claiming 2**32-1 pairs in a few bytes: rejected by the count check, not looped.
-    c["bad-bad_request-huge-map-claim"] = b"\xdf\xff\xff\xff\xff" + pk("v") + pk(1)
-    c["bad-bad_request-huge-str-claim"] = b"\x82\xa1v\x01\xa4type\xdb\xff\xff\xff\xf0abc"
-    # Deep nesting under an unknown key: skipped iteratively and cut at depth 8.
-    deep = [[[[[[[[[[["x"]]]]]]]]]]]
+    c["bad-bad_request-huge-map-claim"] = b"\xdf\xff\xff\xff\xff" + pk("v") + pk(V)
+    c["bad-bad_request-huge-str-claim"] = b"\x82\xa1v\x02\xa4type\xdb\xff\xff\xff\xf0abc"
+    # Deep nesting under an unknown key: skipped iteratively and cut at depth 32 (the
+    # header pass lets any value nest as deep as a conversation document may).
+    deep = nest(40)
     c["bad-too_large-deep-nesting"] = pk(gen(extra=deep))
     # The same values in other integer widths than a packer would choose.
     wide = bytearray(b"\x85")
-    for k, v in (("v", b"\xcf" + struct.pack(">Q", 1)), ("type", pk("generate")),
+    for k, v in (("v", b"\xcf" + struct.pack(">Q", V)), ("type", pk("generate")),
                  ("id", pk("w")), ("prompt", pk("")),
                  ("max_tokens", b"\xd3" + struct.pack(">q", 7))):
         wide += pk(k) + v
     c["ok-generate-wide-ints"] = bytes(wide)
     f32 = bytearray(b"\x85")
-    for k, v in (("v", pk(1)), ("type", pk("generate")), ("id", pk("f")), ("prompt", pk("")),
+    for k, v in (("v", pk(V)), ("type", pk("generate")), ("id", pk("f")), ("prompt", pk("")),
                  ("top_p", b"\xca" + struct.pack(">f", 0.5))):
         f32 += pk(k) + v
     c["ok-generate-float32"] = bytes(f32)
+    return c
+
+TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+CONV = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+
+
+def chat(**kw):
+    return gen(**dict({"prompt": None, "messages": CONV}, **kw))
+
+
+def nest(n):
+    v = "x"
+    for _ in range(n):
+        v = [v]
+    return v
+
+
+def chat_cases():
+    """Conversations (messages, tools, add_generation_prompt, chat_template_kwargs)."""
+    tool_turns = CONV + [
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"}]
+    c = {
+        "ok-generate-messages": pk(chat()),
+        "ok-generate-messages-tools": pk(gen(prompt=None, messages=tool_turns, tools=[TOOL],
+                                             add_generation_prompt=True,
+                                             chat_template_kwargs={"enable_thinking": False})),
+        "ok-generate-messages-parts": pk(chat(messages=[{"role": "user", "content": [
+            {"type": "text", "text": "Hi"}, {"type": "text", "text": " there"}]}])),
+        "ok-generate-messages-no-gen-prompt": pk(chat(add_generation_prompt=False,
+                                                      temperature=0, max_tokens=8)),
+        "ok-generate-messages-deep-32": pk(chat(chat_template_kwargs={"x": nest(30)})),
+        "bad-invalid_param-messages-empty": pk(chat(messages=[])),
+        "bad-invalid_param-messages-and-prompt": pk(chat(prompt="x")),
+        "bad-invalid_param-tools-without-messages": pk(gen(tools=[TOOL])),
+        "bad-invalid_param-add_generation_prompt-without-messages":
+            pk(gen(add_generation_prompt=True)),
+        "bad-invalid_param-chat_template_kwargs-without-messages":
+            pk(gen(chat_template_kwargs={"a": 1})),
+        "bad-invalid_param-messages-nan": pk(chat(messages=[{"role": "user",
+                                                             "content": float("nan")}])),
+        "bad-invalid_param-messages-u64": pk(chat(chat_template_kwargs={"n": 2**64 - 1})),
+        "bad-wrong_type-messages-map": pk(chat(messages={"role": "user", "content": "x"})),
+        "bad-wrong_type-messages-item-string": pk(chat(messages=["hi"])),
+        "bad-wrong_type-messages-bin": pk(chat(messages=[{"role": "user", "content": b"x"}])),
+        "bad-wrong_type-messages-int-key": pk(chat(messages=[{"role": "user", 1: "x"}])),
+        "bad-wrong_type-tools-item-string": pk(chat(tools=["get_weather"])),
+        "bad-wrong_type-add_generation_prompt-int": pk(chat(add_generation_prompt=1)),
+        "bad-wrong_type-chat_template_kwargs-array": pk(chat(chat_template_kwargs=[1])),
+        "bad-too_large-messages-1025": pk(chat(messages=CONV[1:] * 1025)),
+        "bad-too_large-tools-257": pk(chat(tools=[TOOL] * 257)),
+        "bad-too_large-messages-deep-33": pk(chat(chat_template_kwargs={"x": nest(32)})),
+        "bad-too_large-messages-key": pk(chat(messages=[{"role": "user", "k" * 257: 1}])),
+        "bad-too_large-messages-nodes": pk(chat(messages=[{"role": "user",
+                                                           "content": [[1]] * 16500}])),
+    }
+    # Invalid UTF-8 inside a message's content: spliced, since msgpack packs only valid str.
+    good = pk(chat(messages=[{"role": "user", "content": "ab"}]))
+    c["bad-bad_request-messages-bad-utf8"] = good.replace(b"\xa2ab", b"\xa2\xc3\x28")
+    # A message map claiming 2**32-1 pairs in a few bytes: the count check, not a loop.
+    c["bad-bad_request-messages-huge-claim"] = pk(chat()).replace(
+        pk(CONV), b"\x91\xdf\xff\xff\xff\xff")
     return c
 
 
@@ -123,9 +193,9 @@ def server_cases():
     usage = {"prompt_tokens": 5, "completion_tokens": 3, "cached_tokens": 0}
     timings = {"queue_us": 120, "ttft_us": 15000, "total_us": 48000}
     lp = [[15043, -0.25, [[15043, -0.25], [3186, -1.75]]], [3186, -0.5, []]]
-    fin = {"v": 1, "type": "final", "id": "req-1", "seq": 2, "text": "", "tokens": [],
+    fin = {"v": V, "type": "final", "id": "req-1", "seq": 2, "text": "", "tokens": [],
            "finish_reason": "stop", "usage": usage, "timings": timings}
-    delta = {"v": 1, "type": "delta", "id": "req-1", "seq": 0, "text": "Hello world",
+    delta = {"v": V, "type": "delta", "id": "req-1", "seq": 0, "text": "Hello world",
              "tokens": [15043, 3186]}
 
     def with_(m, **kw):
@@ -134,13 +204,13 @@ def server_cases():
         return {k: v for k, v in n.items() if v is not None}
 
     c = {
-        "ok-ack": pk({"v": 1, "type": "ack", "id": "req-1", "prompt_tokens": 6,
+        "ok-ack": pk({"v": V, "type": "ack", "id": "req-1", "prompt_tokens": 6,
                       "handle": 2**40 + 3, "seed": 42}),
-        "ok-error": pk({"v": 1, "type": "error", "id": "req-1", "code": "overloaded",
+        "ok-error": pk({"v": V, "type": "error", "id": "req-1", "code": "overloaded",
                         "message": "queue full"}),
-        "ok-error-no-id": pk({"v": 1, "type": "error", "id": "", "code": "bad_request",
+        "ok-error-no-id": pk({"v": V, "type": "error", "id": "", "code": "bad_request",
                               "message": "message must be a msgpack map, got array"}),
-        "ok-welcome": pk({"v": 1, "type": "welcome", "server": "postprocd"}),
+        "ok-welcome": pk({"v": V, "type": "welcome", "server": "postprocd"}),
         "ok-delta": pk(delta),
         "ok-delta-logprobs": pk(with_(delta, logprobs=lp)),
         "ok-final": pk(fin),
@@ -152,7 +222,7 @@ def server_cases():
                                                                "completion_tokens": 1})),
         "bad-unknown_field-timings": pk(with_(fin, timings=dict(timings, gpu_us=1))),
         "bad-invalid_param-finish": pk(with_(fin, finish_reason="eos")),
-        "bad-invalid_param-code": pk({"v": 1, "type": "error", "id": "", "code": "teapot",
+        "bad-invalid_param-code": pk({"v": V, "type": "error", "id": "", "code": "teapot",
                                       "message": ""}),
         "bad-bad_request-error-without-finish-error": pk(with_(fin, error="internal")),
         "bad-bad_request-finish-error-without-code": pk(with_(fin, finish_reason="error")),
@@ -160,14 +230,14 @@ def server_cases():
         "bad-bad_request-logprobs-token": pk(with_(delta, logprobs=[lp[1], lp[0]])),
         "bad-too_large-top-21": pk(with_(delta, tokens=[1], logprobs=[[1, -1.0, [[2, -2.0]] * 21]])),
         "bad-wrong_type-seq": pk(with_(delta, seq="0")),
-        "bad-bad_request-client-type": pk({"v": 1, "type": "generate", "id": "a", "prompt": ""}),
+        "bad-bad_request-client-type": pk({"v": V, "type": "generate", "id": "a", "prompt": ""}),
         "bad-bad_request-truncated": pk(fin)[:-1],
     }
     return c
 
 
 def door(kind, *fields):
-    return pk([1, kind, 123456789] + list(fields))
+    return pk([V, kind, 123456789] + list(fields))
 
 
 def door_cases():
@@ -179,14 +249,14 @@ def door_cases():
         "ok-tokens_ready": door(5, 9, [[7, 3, 12], [8, 1, 1], [4095, 2**33, 4096]]),
         "ok-tokens_ready-empty": door(5, 9, []),
         "ok-wake": door(6),
-        "ok-wake-unstamped": pk([1, 6, 0]),
+        "ok-wake-unstamped": pk([V, 6, 0]),
         "bad-bad_request-unknown-kind": door(99),
         "bad-bad_request-kind-zero": door(0),
         "bad-bad_request-count": door(1, 7),
         "bad-bad_request-extra": door(6, 1),
-        "bad-bad_request-map": pk({"v": 1, "kind": 6}),
+        "bad-bad_request-map": pk({"v": V, "kind": 6}),
         "bad-bad_request-truncated": door(3, 2**40, 5)[:-2],
-        "bad-unsupported_version-v2": pk([2, 6, 0]),
+        "bad-unsupported_version-v-next": pk([V + 1, 6, 0]),
         "bad-invalid_param-cancel-reason-0": door(2, 7, 3, 0),
         "bad-invalid_param-cancel-reason-9": door(2, 7, 3, 9),
         "bad-invalid_param-slot-2p32": door(1, 2**32, 3),

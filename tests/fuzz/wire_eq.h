@@ -49,6 +49,11 @@ static inline bool weq_lps(const struct rs_wire_lps *a, const struct rs_wire_lps
     return eq;
 }
 
+static inline bool weq_doc(const struct rs_wire_doc *a, const struct rs_wire_doc *b)
+{
+    return a->n == b->n && a->len == b->len && (a->len == 0 || memcmp(a->packed, b->packed, a->len) == 0);
+}
+
 static inline bool weq_generate(const struct rs_wire_generate *a, const struct rs_wire_generate *b)
 {
     if (a->has != b->has || !weq_str(&a->prompt, &b->prompt) ||
@@ -60,7 +65,10 @@ static inline bool weq_generate(const struct rs_wire_generate *a, const struct r
         !weq_f(a->frequency_penalty, b->frequency_penalty) || a->seed != b->seed ||
         a->n_stop != b->n_stop || a->n_stop_ids != b->n_stop_ids ||
         a->ignore_eos != b->ignore_eos || a->stream != b->stream ||
-        a->logprobs != b->logprobs || a->priority != b->priority)
+        a->logprobs != b->logprobs || a->priority != b->priority ||
+        a->add_generation_prompt != b->add_generation_prompt ||
+        !weq_doc(&a->messages, &b->messages) || !weq_doc(&a->tools, &b->tools) ||
+        !weq_doc(&a->template_kwargs, &b->template_kwargs))
         return false;
     for (uint32_t i = 0; i < a->n_stop; i++)
         if (!weq_str(&a->stop[i], &b->stop[i]))

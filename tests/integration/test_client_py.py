@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 """The Python client (client/python/ringserve_client.py) against the four real
 daemons on stories260K: the published greedy text, streaming order, a refusal,
-cancel, and the same crash cases as the C client's tests (tokenizerd killed
-before its ack, postprocd killed mid-stream): every delta exactly once, output
+cancel, conversations (refused without a template; rendered by tokenizerd
+--chat-template equal to the rendered prompt), and the same crash cases as the
+C client's tests (tokenizerd killed before its ack, postprocd killed mid-stream): every delta exactly once, output
 identical to a run without crashes. Each `test_<case>` is a ctest
 `it.client_py.<case>`, run as `test_client_py.py <case>`; exit 0 pass, 1 fail,
 77 skip (refdata absent).
@@ -37,6 +38,7 @@ class Instance:
         self.rundir = os.path.join(self.dir, "run")
         self.instance = f"py-{os.getpid()}"
         self.procs, self.starts = {}, {}
+        self.extra = {}  # stage -> more arguments for its next start
         self.start("schedulerd")  # alone first: it creates the segment
         self.wait_file("schedulerd.door")
         for stage in self.STAGES[1:]:
@@ -49,6 +51,7 @@ class Instance:
                 "--rundir", self.rundir, "--ctx", "1024", "--max-requests", "64"]
         if stage == "launcherd":
             argv += ["--threads", "1"]
+        argv += self.extra.get(stage, [])
         log = open(os.path.join(self.dir, f"{stage}-{n}.log"), "w")
         self.procs[stage] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -162,6 +165,41 @@ def test_refused_request_raises(inst):
             check(e.code == "invalid_param" and "top_p" in e.message, str(e))
             return
     raise AssertionError("top_p 1.5 was not refused")
+
+
+def test_chat_without_template_refused(inst):
+    """stories260K carries no chat template: a conversation is refused saying so."""
+    with Client(rundir=inst.rundir) as c:
+        try:
+            c.generate(messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
+        except Refused as e:
+            check(e.code == "invalid_param" and "no chat template" in e.message, str(e))
+            return
+    raise AssertionError("a conversation without a template was not refused")
+
+
+def test_chat_rendered_by_template_matches_the_rendered_prompt(inst):
+    """tokenizerd restarted with --chat-template (Qwen2.5's, which writes no BOS): a
+    conversation sent as messages= gives the tokens of the text ringserve-template renders."""
+    tmpl = os.path.join(REFDATA, "chat-templates", "templates", "Qwen-Qwen2.5-7B-Instruct.jinja")
+    conv = os.path.join(REFDATA, "chat-templates", "conversations", "multi_turn.json")
+    if not os.path.exists(tmpl) or not os.path.exists(conv):
+        sys.exit(SKIP)
+    inst.kill("tokenizerd", signal.SIGTERM)
+    inst.extra["tokenizerd"] = ["--chat-template", tmpl]
+    inst.restart("tokenizerd")
+    import json
+    with open(conv) as f:
+        messages = json.load(f)["messages"]
+    text = subprocess.run([os.path.join(BIN, "ringserve-template"), "--template", tmpl,
+                           "--messages", conv, "--add-generation-prompt"], check=True,
+                          capture_output=True).stdout.decode()
+    with Client(rundir=inst.rundir) as c:
+        chat = c.generate(messages=messages, max_tokens=12, temperature=0)
+        ref = c.generate(text, max_tokens=12, temperature=0)
+    check(chat["usage"]["prompt_tokens"] == ref["usage"]["prompt_tokens"],
+          (chat["usage"], ref["usage"]))
+    check(chat["tokens"] == ref["tokens"] and len(chat["tokens"]) == 12, (chat, ref))
 
 
 def test_cancel_mid_stream_aborts(inst):

@@ -392,24 +392,24 @@ static void pack_bad(int which, msgpack_sbuffer *sb, const char **id, enum rs_wi
         *id = "", *code = RS_WIRE_BAD_REQUEST;
         break;
     case 1: /* a map that claims more pairs than it has */
-        fx_pack_head(&pk, 1, "generate", "bad", 2);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "generate", "bad", 2);
         fx_pack_str(&pk, "prompt"), fx_pack_str(&pk, "hi");
         *code = RS_WIRE_BAD_REQUEST;
         break;
     case 2:
-        fx_pack_head(&pk, 1, "generate", "bad", 2);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "generate", "bad", 2);
         fx_pack_str(&pk, "prompt"), fx_pack_str(&pk, "hi");
         fx_pack_str(&pk, "temprature"), msgpack_pack_double(&pk, 0.5);
         *code = RS_WIRE_UNKNOWN_FIELD;
         break;
     case 3:
-        fx_pack_head(&pk, 1, "generate", "bad", 2);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "generate", "bad", 2);
         fx_pack_str(&pk, "prompt"), fx_pack_str(&pk, "hi");
         fx_pack_str(&pk, "stream"), fx_pack_str(&pk, "yes");
         *code = RS_WIRE_WRONG_TYPE;
         break;
     default:
-        fx_pack_head(&pk, 1, "generate", "bad", 1);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "generate", "bad", 1);
         fx_pack_str(&pk, "prompt"), msgpack_pack_int(&pk, 42);
         *code = RS_WIRE_WRONG_TYPE;
         break;

@@ -4,8 +4,9 @@
 // ops/setup) against gatewayd and the four real daemons on stories260K:
 // completions streamed and not (the published greedy text), logprobs, stop,
 // the SDK's error classes seeing our 400/401/404/413/429/503 bodies, chat
-// refused until the pipeline renders chat templates (these cases flip to
-// real answers then), and the SDK's own retry of a connection error through a
+// completions streamed and not rendered by a real chat template (the same
+// answer as the rendered text sent as a completion), chat refused clearly
+// without a template, and the SDK's own retry of a connection error through a
 // gatewayd SIGKILL re-attaching to the running request with its
 // Idempotency-Key (generated once, read from /metrics). Each
 // `async function test_<case>(` is the ctest `it.gateway_node.<case>`, run as
@@ -57,7 +58,8 @@ function freePort() {
 
 /** The four daemons and any number of gatewayds, children of this process. */
 class Instance {
-  constructor() {
+  constructor(opts = {}) {
+    this.tokenizerdArgs = opts.tokenizerd || [];
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rs-node-'));
     this.rundir = path.join(this.dir, 'run');
     this.instance = `node-${process.pid}`;
@@ -79,7 +81,8 @@ class Instance {
   }
 
   startStage(stage) {
-    const extra = stage === 'launcherd' ? ['--threads', '1'] : [];
+    const extra = stage === 'launcherd' ? ['--threads', '1']
+                  : stage === 'tokenizerd' ? this.tokenizerdArgs : [];
     this.spawn(stage, stage, this.common().concat(extra));
   }
 
@@ -145,8 +148,8 @@ const ACCEPTED = 'ringserve:stage_counter{model_name="stories260K",stage="tokeni
                  'name="requests_accepted"}';
 const GENERATED = 'ringserve:generation_tokens_total{model_name="stories260K"}';
 
-async function withInstance(fn) {
-  const inst = new Instance();
+async function withInstance(fn, opts = {}) {
+  const inst = new Instance(opts);
   let failed = true;
   try {
     await inst.start();
@@ -279,9 +282,54 @@ async function test_sdk_error_classes_see_our_bodies() {
   }
 }
 
-// Chat needs the pipeline's chat-template renderer; until it exists chat answers a clear 400
-// at one place. When it lands, these cases check real answers instead.
-async function test_chat_is_refused_until_templates_are_rendered() {
+const QWEN = path.join(REFDATA, 'chat-templates', 'templates', 'Qwen-Qwen2.5-7B-Instruct.jinja');
+
+/** The text ringserve-template renders for messages with the template file tmpl. */
+function rendered(dir, tmpl, messages) {
+  const conv = path.join(dir, 'conv.json');
+  fs.writeFileSync(conv, JSON.stringify({ messages }));
+  const r = spawnSync(path.join(BIN, 'ringserve-template'),
+                      ['--template', tmpl, '--messages', conv, '--add-generation-prompt']);
+  check(r.status === 0, `ringserve-template: ${r.stderr}`);
+  return r.stdout.toString('utf8');
+}
+
+// Chat through tokenizerd's chat template (--chat-template: Qwen2.5's, which writes no BOS):
+// the answer is the completion of the rendered text, streamed and not.
+async function test_chat_completion_is_the_rendered_prompts_completion() {
+  await withInstance(async (inst) => {
+    const ai = client(await inst.gateway('gw'));
+    const messages = [{ role: 'system', content: 'You tell short stories.' },
+                      { role: 'user', content: [{ type: 'text', text: 'Once upon a time' }] }];
+    const req = { model: 'stories260K', messages, max_tokens: 12, temperature: 0 };
+    const chat = await ai.chat.completions.create(req);
+    const prompt = rendered(inst.dir, QWEN, [messages[0], { role: 'user',
+                                                           content: 'Once upon a time' }]);
+    const done = await ai.completions.create({ model: 'stories260K', prompt, max_tokens: 12,
+                                               temperature: 0 });
+    const msg = chat.choices[0].message;
+    check(msg.role === 'assistant' && msg.content === done.choices[0].text,
+          `chat '${msg.content}' vs completion '${done.choices[0].text}'`);
+    check(chat.usage.prompt_tokens === done.usage.prompt_tokens &&
+          chat.usage.completion_tokens === 12, JSON.stringify(chat.usage));
+    const stream = await ai.chat.completions.create({ ...req, stream: true,
+                                                      stream_options: { include_usage: true } });
+    let text = '', usage = null;
+    for await (const c of stream) {
+      if (c.usage) usage = c.usage;
+      for (const ch of c.choices) text += ch.delta.content || '';
+    }
+    check(text === msg.content, `streamed '${text}' vs '${msg.content}'`);
+    check(usage && usage.prompt_tokens === chat.usage.prompt_tokens, 'stream usage chunk');
+    const bad = await expectError(ai.chat.completions.create({ ...req, messages: [
+      { role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:,' } }] }] }),
+                                  OpenAI.BadRequestError, 400, 'image part');
+    check(bad.param === 'messages[0].content[0].type', bad.param);
+  }, { tokenizerd: ['--chat-template', QWEN] });
+}
+
+// stories260K carries no chat template: chat is refused with a 400 saying so, streamed or not.
+async function test_chat_without_a_template_is_refused_clearly() {
   await withInstance(async (inst) => {
     const ai = client(await inst.gateway('gw'));
     const req = { model: 'stories260K', messages: [{ role: 'user', content: 'Hello' }],
@@ -289,12 +337,8 @@ async function test_chat_is_refused_until_templates_are_rendered() {
     for (const stream of [false, true]) {
       const e = await expectError(ai.chat.completions.create({ ...req, stream }),
                                   OpenAI.BadRequestError, 400, `chat stream=${stream}`);
-      check(e.param === 'messages' && /no chat template renderer yet/.test(e.message), e.message);
+      check(/no chat template/.test(e.message), e.message);
     }
-    const bad = await expectError(ai.chat.completions.create({ ...req, messages: [
-      { role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:,' } }] }] }),
-                                  OpenAI.BadRequestError, 400, 'image part');
-    check(bad.param === 'messages[0].content[0].type', bad.param);
   });
 }
 
@@ -359,7 +403,8 @@ const cases = {
   test_streamed_completion_adds_up_with_a_usage_chunk,
   test_logprobs_and_stop,
   test_sdk_error_classes_see_our_bodies,
-  test_chat_is_refused_until_templates_are_rendered,
+  test_chat_completion_is_the_rendered_prompts_completion,
+  test_chat_without_a_template_is_refused_clearly,
   test_sdk_retry_through_a_gatewayd_sigkill_reattaches_generated_once,
   test_stream_retried_with_its_key_after_sigkill_starts_at_the_first_token,
 };

@@ -234,18 +234,18 @@ class Client:
         return msgpack.unpackb(sock.recv_multipart()[-1])
 
     def hello(self):
-        self.send(self.out, {"v": 1, "type": "hello"})
+        self.send(self.out, {"v": 2, "type": "hello"})
         m = self.recv(self.out, DEADLINE)
         check(m is not None and m.get("type") == "welcome", f"no welcome from postprocd: {m}")
 
     def generate(self, rid, **fields):
-        self.send(self.tok, {"v": 1, "type": "generate", "id": rid, **fields})
+        self.send(self.tok, {"v": 2, "type": "generate", "id": rid, **fields})
         m = self.recv(self.tok, DEADLINE)
         check(m is not None and m.get("type") == "ack", f"generate {rid}: expected ack, got {m}")
         return m
 
     def resume(self, rid, from_seq=0):
-        self.send(self.out, {"v": 1, "type": "resume", "id": rid, "from_seq": from_seq})
+        self.send(self.out, {"v": 2, "type": "resume", "id": rid, "from_seq": from_seq})
 
     def final(self, rid, timeout=DEADLINE):
         """Messages of request rid until its final (errors for it are returned too)."""

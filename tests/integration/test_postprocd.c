@@ -867,7 +867,7 @@ static int test_client_mistakes_get_error_replies(void)
     msgpack_packer pk;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    fx_pack_head(&pk, 1, "resume", "r", 1);
+    fx_pack_head(&pk, RS_WIRE_VERSION, "resume", "r", 1);
     fx_pack_str(&pk, "from_seq");
     fx_pack_str(&pk, "ten");
     RS_CHECK(fx_send_raw(&c, sb.data, sb.size) == 0);

@@ -246,43 +246,43 @@ static size_t pack_bad(int which, msgpack_sbuffer *sb, const char **id, enum rs_
         *id = "", *code = RS_WIRE_BAD_REQUEST;
         break;
     case 1: /* a map cut short */
-        fx_pack_head(&pk, 1, "generate", "bad", 1);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "generate", "bad", 1);
         *code = RS_WIRE_BAD_REQUEST; /* the id was readable, so the error names it */
         break;
     case 2:
-        fx_pack_head(&pk, 1, "generate", "bad", 2);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "generate", "bad", 2);
         fx_pack_str(&pk, "prompt"), fx_pack_str(&pk, "hi");
         fx_pack_str(&pk, "colour"), fx_pack_str(&pk, "blue");
         *code = RS_WIRE_UNKNOWN_FIELD;
         break;
     case 3:
-        fx_pack_head(&pk, 1, "generate", "bad", 2);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "generate", "bad", 2);
         fx_pack_str(&pk, "prompt"), fx_pack_str(&pk, "hi");
         fx_pack_str(&pk, "max_tokens"), fx_pack_str(&pk, "ten");
         *code = RS_WIRE_WRONG_TYPE;
         break;
     case 4:
-        fx_pack_head(&pk, 2, "generate", "bad", 1);
+        fx_pack_head(&pk, RS_WIRE_VERSION + 1, "generate", "bad", 1);
         fx_pack_str(&pk, "prompt"), fx_pack_str(&pk, "hi");
         *id = "", *code = RS_WIRE_UNSUPPORTED_VERSION; /* nothing past 'v' is read */
         break;
     case 5:
-        fx_pack_head(&pk, 1, "generate", "bad", 2);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "generate", "bad", 2);
         fx_pack_str(&pk, "prompt"), fx_pack_str(&pk, "hi");
         fx_pack_str(&pk, "top_p"), msgpack_pack_double(&pk, 1.5);
         *code = RS_WIRE_INVALID_PARAM;
         break;
     case 6:
-        fx_pack_head(&pk, 1, "generate", "bad", 0);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "generate", "bad", 0);
         *code = RS_WIRE_MISSING_FIELD;
         break;
     case 7: /* the client asks tokenizerd for what postprocd does */
-        fx_pack_head(&pk, 1, "resume", "bad", 1);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "resume", "bad", 1);
         fx_pack_str(&pk, "from_seq"), msgpack_pack_int(&pk, 0);
         *code = RS_WIRE_BAD_REQUEST;
         break;
     default: /* stop token id past the vocab */
-        fx_pack_head(&pk, 1, "generate", "bad", 2);
+        fx_pack_head(&pk, RS_WIRE_VERSION, "generate", "bad", 2);
         fx_pack_str(&pk, "prompt"), fx_pack_str(&pk, "hi");
         fx_pack_str(&pk, "stop_token_ids"), msgpack_pack_array(&pk, 1), msgpack_pack_int(&pk, 512);
         *code = RS_WIRE_INVALID_PARAM;

@@ -14,6 +14,7 @@
 #include "gatewayd/call_impl.h"
 #include "gatewayd/format.h"
 #include "gatewayd/oai.h"
+#include "ipc/wire_doc.h"
 #include "tests/rs_test.h"
 
 static int parse(enum gw_api api, const char *body, struct gw_oai_req *r, struct gw_err *e)
@@ -181,6 +182,52 @@ static int test_chat_messages_tools_and_parts_parse(void)
     return 0;
 }
 
+/* A chat request reaches the wire as the conversation templates expect (oai_conv.c). */
+static int test_chat_hand_off_carries_the_conversation(void)
+{
+    struct gw_oai_req r;
+    struct gw_err e;
+    struct rs_wire_generate g;
+    char why[128];
+    RS_CHECK(parse(GW_API_CHAT,
+                   "{\"messages\":[{\"role\":\"developer\",\"content\":\"Be brief.\"},"
+                   "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                   "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null,"
+                   "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+                   "\"f\",\"arguments\":\"{\\\"x\\\": 1}\"}}]},{\"role\":\"tool\",\"tool_call_id\":"
+                   "\"c1\",\"content\":\"2\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+                   "{\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}}],"
+                   "\"add_generation_prompt\":false,\"chat_template_kwargs\":{\"enable_thinking\":"
+                   "false}}",
+                   &r, &e) == 0);
+    RS_CHECK_MSG(gw_call_prepare(&r, 0, &g, &e) == 0, "%s", e.message);
+    uint32_t want = RS_WIRE_GEN_MESSAGES | RS_WIRE_GEN_TOOLS | RS_WIRE_GEN_CHAT_TEMPLATE_KWARGS |
+                    RS_WIRE_GEN_ADD_GENERATION_PROMPT;
+    RS_CHECK((g.has & want) == want && !g.add_generation_prompt && g.messages.n == 4);
+    json_t *m = NULL;
+    RS_CHECK(rs_wire_doc_to_json(&g.messages, &m, why, sizeof(why)) == RS_OK);
+    char *s = json_dumps(m, JSON_PRESERVE_ORDER | JSON_COMPACT);
+    RS_CHECK_MSG(strcmp(s, "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":"
+                           "\"user\",\"content\":\"a\\nb\"},{\"role\":\"assistant\",\"content\":"
+                           "null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":"
+                           "{\"name\":\"f\",\"arguments\":{\"x\":1}}}]},{\"role\":\"tool\","
+                           "\"content\":\"2\",\"tool_call_id\":\"c1\"}]") == 0,
+                 "%s", s);
+    free(s);
+    json_decref(m);
+    struct rs_wire_client_msg msg = {.type = RS_WIRE_T_GENERATE, .id = "c"};
+    struct rs_wire_buf buf;
+    rs_wire_buf_init(&buf, RS_WIRE_CLIENT_MSG_MAX);
+    msg.u.gen = g;
+    RS_CHECK(rs_wire_client_encode(&msg, &buf) == RS_OK);
+    rs_wire_buf_fini(&buf);
+    gw_oai_req_free(&r);
+    RS_CHECK(parse(GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                   "\"chat_template_kwargs\":[1]}", &r, &e) != 0);
+    RS_CHECK(e.status == 400 && strcmp(e.param, "chat_template_kwargs") == 0);
+    return 0;
+}
+
 /* What the pipeline cannot run yet is refused at the hand-off, naming the field. */
 static int test_the_hand_off_refuses_what_the_pipeline_lacks(void)
 {
@@ -188,8 +235,6 @@ static int test_the_hand_off_refuses_what_the_pipeline_lacks(void)
         enum gw_api api;
         const char *body, *param, *says;
     } cases[] = {
-        {GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "messages",
-         "this server has no chat template renderer yet"},
         {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}",
          "response_format", "json_object"},
         {GW_API_COMPLETIONS,
@@ -350,6 +395,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_fields_map_onto_the_wire_request),
     RS_TEST(test_refusals_name_the_field),
     RS_TEST(test_chat_messages_tools_and_parts_parse),
+    RS_TEST(test_chat_hand_off_carries_the_conversation),
     RS_TEST(test_the_hand_off_refuses_what_the_pipeline_lacks),
     RS_TEST(test_chat_stream_chunks_open_with_the_role),
     RS_TEST(test_logprobs_take_both_openai_shapes),

@@ -42,7 +42,7 @@ static void mb_generate(struct mb *m, uint32_t n_extra)
     mb_init(m);
     msgpack_pack_map(&m->pk, 4 + n_extra);
     mb_str(m, "v");
-    msgpack_pack_int(&m->pk, 1);
+    msgpack_pack_int(&m->pk, RS_WIRE_VERSION);
     mb_str(m, "type");
     mb_str(m, "generate");
     mb_str(m, "id");
@@ -204,7 +204,7 @@ static int test_missing_and_duplicate_fields(void)
     mb_str(&m, "type");
     mb_str(&m, "generate");
     mb_str(&m, "v");
-    msgpack_pack_int(&m.pk, 1);
+    msgpack_pack_int(&m.pk, RS_WIRE_VERSION);
     mb_str(&m, "prompt");
     mb_str(&m, "x");
     if (expect_client(&m, RS_WIRE_MISSING_FIELD, "missing field 'id'"))
@@ -304,7 +304,7 @@ static int test_limits_on_sizes(void)
     mb_init(&m);
     msgpack_pack_map(&m.pk, 4);
     mb_str(&m, "v");
-    msgpack_pack_int(&m.pk, 1);
+    msgpack_pack_int(&m.pk, RS_WIRE_VERSION);
     mb_str(&m, "type");
     mb_str(&m, "generate");
     mb_str(&m, "id");
@@ -321,19 +321,19 @@ static int test_version_checked_before_fields(void)
     struct mb m;
     mb_init(&m);
     msgpack_pack_map(&m.pk, 3);
-    mb_str(&m, "new_in_v2");
+    mb_str(&m, "new_in_v3");
     msgpack_pack_true(&m.pk);
     mb_str(&m, "type");
     mb_str(&m, "generate");
     mb_str(&m, "v");
-    msgpack_pack_int(&m.pk, 2);
+    msgpack_pack_int(&m.pk, RS_WIRE_VERSION + 1);
     if (expect_client(&m, RS_WIRE_UNSUPPORTED_VERSION,
-                      "field 'v': protocol version 2 is not supported (this server speaks 1)"))
+                      "field 'v': protocol version 3 is not supported (this server speaks 2)"))
         return 1;
     mb_init(&m);
     msgpack_pack_map(&m.pk, 2);
     mb_str(&m, "v");
-    msgpack_pack_int(&m.pk, 1);
+    msgpack_pack_int(&m.pk, RS_WIRE_VERSION);
     mb_str(&m, "type");
     mb_str(&m, "ack");
     return expect_client(&m, RS_WIRE_BAD_REQUEST,
@@ -375,7 +375,7 @@ static int test_hostile_shapes_rejected_cheaply(void)
     for (int i = 0; i < 64; i++)
         msgpack_pack_array(&m.pk, 1);
     msgpack_pack_nil(&m.pk);
-    if (expect_client(&m, RS_WIRE_TOO_LARGE, "nested deeper than 8 levels"))
+    if (expect_client(&m, RS_WIRE_TOO_LARGE, "nested deeper than 32 levels"))
         return 1;
     /* Claims of 4 G items or bytes in a short message. */
     static const uint8_t claims[][12] = {
@@ -496,7 +496,7 @@ static int test_validation_prompt_rules(void)
     g->has |= RS_WIRE_GEN_PROMPT;
     RS_CHECK(rs_wire_generate_validate(g, &lim, &err) == RS_EINVAL);
     RS_CHECK(err.code == RS_WIRE_INVALID_PARAM &&
-             strcmp(err.msg, "give 'prompt' or 'prompt_ids', not both") == 0);
+             strcmp(err.msg, "give one of 'prompt', 'prompt_ids' and 'messages'") == 0);
     g->has &= ~(RS_WIRE_GEN_PROMPT | RS_WIRE_GEN_PROMPT_IDS);
     RS_CHECK(rs_wire_generate_validate(g, &lim, &err) == RS_EINVAL);
     RS_CHECK(err.code == RS_WIRE_MISSING_FIELD);
@@ -743,15 +743,15 @@ static int test_doorbell_strict(void)
         enum rs_wire_code code;
         const char *msg;
     } cases[] = {
-        {5, {0x94, 1, 9, 0, 0}, RS_WIRE_BAD_REQUEST, "field 'kind': unknown doorbell kind 9"},
-        {5, {0x94, 1, 6, 0, 0}, RS_WIRE_BAD_REQUEST, "wake doorbell of 4 items, expected 3"},
-        {4, {0x93, 2, 6, 0}, RS_WIRE_UNSUPPORTED_VERSION,
-         "field 'v': protocol version 2 is not supported (this build speaks 1)"},
-        {7, {0x96, 1, 2, 0, 1, 1, 0}, RS_WIRE_INVALID_PARAM, "field 'reason': 0 out of range 1..4"},
-        {6, {0x95, 1, 1, 0, 0xc3, 1}, RS_WIRE_WRONG_TYPE,
+        {5, {0x94, RS_WIRE_VERSION, 9, 0, 0}, RS_WIRE_BAD_REQUEST, "field 'kind': unknown doorbell kind 9"},
+        {5, {0x94, RS_WIRE_VERSION, 6, 0, 0}, RS_WIRE_BAD_REQUEST, "wake doorbell of 4 items, expected 3"},
+        {4, {0x93, RS_WIRE_VERSION + 1, 6, 0}, RS_WIRE_UNSUPPORTED_VERSION,
+         "field 'v': protocol version 3 is not supported (this build speaks 2)"},
+        {7, {0x96, RS_WIRE_VERSION, 2, 0, 1, 1, 0}, RS_WIRE_INVALID_PARAM, "field 'reason': 0 out of range 1..4"},
+        {6, {0x95, RS_WIRE_VERSION, 1, 0, 0xc3, 1}, RS_WIRE_WRONG_TYPE,
          "field 'slot': expected integer, got boolean"},
         {2, {0x81, 0xc0}, RS_WIRE_BAD_REQUEST, "doorbell must be a msgpack array, got map"},
-        {5, {0x93, 1, 6, 0, 0xc0}, RS_WIRE_BAD_REQUEST, "1 trailing bytes after the message"},
+        {5, {0x93, RS_WIRE_VERSION, 6, 0, 0xc0}, RS_WIRE_BAD_REQUEST, "1 trailing bytes after the message"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct rs_wire_door out;
