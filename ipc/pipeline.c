@@ -120,13 +120,17 @@ static int segment_unformatted(const char *name, int *absent)
     return rc == RS_EAGAIN;
 }
 
-/* Attaches, or creates when absent; a segment from an earlier boot is replaced. */
+/* Attaches, or creates when absent; a segment from an earlier boot, or one of our own that
+ * holds no usable image, is replaced; one of another owner is refused untouched. */
 static rs_err attach_or_create(const char *name, const struct rs_shm_region_spec *specs,
                                rs_shm **shm, char *err, size_t err_len)
 {
     for (int attempt = 0; attempt < 500; attempt++) {
         int absent;
         if (segment_unformatted(name, &absent)) {
+            /* Once a second: one left unformatted by a dead creator is replaced. */
+            if (attempt % 100 == 99)
+                rs_shm_reclaim(name);
             usleep(10000);
             continue;
         }
@@ -155,7 +159,15 @@ static rs_err attach_or_create(const char *name, const struct rs_shm_region_spec
                          rs_strerror(rc));
                 return rc;
             }
-        } else if (rc != RS_EAGAIN && !(rc == RS_EMISMATCH && segment_unformatted(name, &absent))) {
+        } else if (rc == RS_EMISMATCH || rc == RS_EAGAIN) {
+            /* Ours and unusable (garbage, corrupt, creator died): replace it. A valid
+             * segment of another configuration stays and is refused below. */
+            rs_err rr = rs_shm_reclaim(name);
+            if (rr == RS_OK || rr == RS_EAGAIN)
+                continue;
+            if (rc == RS_EMISMATCH && !segment_unformatted(name, &absent))
+                return rc;
+        } else {
             return rc;
         }
         usleep(10000);

@@ -568,10 +568,36 @@ rs_err rs_shm_create(const char *name, uint64_t epoch, const struct rs_shm_regio
     return RS_OK;
 }
 
+/*
+ * Only a segment of this service's own uid with no group or other bits may be
+ * attached writable: another local user could have created the name first
+ * (mode 0666) and would then read and write every prompt and output. The check
+ * runs on the opened descriptor, so a file swapped in after it cannot slip by.
+ */
+static rs_err check_owner(const struct stat *st, unsigned flags, char *why, size_t len)
+{
+    if (flags & RS_SHM_INSPECT)
+        return RS_OK; /* read-only views for tools; validation still bounds every read */
+    if (st->st_uid != geteuid())
+        return shm_why(why, len,
+                       "owned by uid %u with mode %04o, not by this service (uid %u): another "
+                       "user created it; it is left untouched, remove it as that user or root "
+                       "after checking who made it",
+                       (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)geteuid());
+    if ((st->st_mode & 077) != 0)
+        return shm_why(why, len,
+                       "mode %04o (owner uid %u) gives group or other users access; segments "
+                       "must be 0600: remove it and restart the instance",
+                       (unsigned)(st->st_mode & 07777), (unsigned)st->st_uid);
+    return RS_OK;
+}
+
 static rs_err open_existing(const char *name, unsigned flags, int *fd, uint64_t *size, char *why,
                             size_t len)
 {
-    *fd = shm_open(name, ((flags & RS_SHM_INSPECT) ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
+    /* glibc's shm_open adds O_NOFOLLOW: a symlink planted in /dev/shm is not followed. */
+    *fd = shm_open(name, ((flags & RS_SHM_INSPECT) ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC,
+                   0);
     if (*fd < 0) {
         int err = errno;
         shm_why(why, len, "cannot open: %s%s", strerror(err),
@@ -583,6 +609,10 @@ static rs_err open_existing(const char *name, unsigned flags, int *fd, uint64_t 
         shm_why(why, len, "fstat failed or not a regular file");
         close(*fd);
         return RS_EIO;
+    }
+    if (check_owner(&st, flags, why, len) != RS_OK) {
+        close(*fd);
+        return RS_EINVAL;
     }
     *size = (uint64_t)st.st_size;
     if (*size < SHM_HDR_BYTES || *size > SHM_MAX_BYTES) {
