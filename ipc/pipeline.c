@@ -6,6 +6,7 @@
  * touches. The records each region holds have their own headers (pipeline.h
  * lists them).
  */
+#include "ipc/failpoint_sys.h"
 #include "ipc/pipeline.h"
 
 #include <errno.h>
@@ -278,7 +279,7 @@ rs_err rs_pipe_open(const struct rs_pipe_config *cfg, enum rs_pipe_stage stage,
     *out = NULL;
     if ((unsigned)stage >= RS_PIPE_N_STAGES)
         return RS_EINVAL;
-    struct rs_pipe *p = calloc(1, sizeof(*p));
+    struct rs_pipe *p = rs_sys.calloc(1, sizeof(*p));
     if (p == NULL)
         return RS_ENOMEM;
     p->cfg = *cfg;
@@ -315,7 +316,7 @@ rs_err rs_pipe_inspect(const char *instance, struct rs_pipe **out, char *err, si
 {
     *out = NULL;
     char name[300];
-    struct rs_pipe *p = calloc(1, sizeof(*p));
+    struct rs_pipe *p = rs_sys.calloc(1, sizeof(*p));
     if (p == NULL)
         return RS_ENOMEM;
     rs_err rc = rs_shm_name(instance, name, sizeof(name));

@@ -6,6 +6,7 @@
  * attacher never sees a half-built segment as usable. Attach re-validates
  * the whole image (it is outside input: another build may have made it).
  */
+#include "ipc/failpoint_sys.h"
 #include "ipc/shm.h"
 
 #include <errno.h>
@@ -409,7 +410,7 @@ static rs_err compare_layout(const struct shm_hdr *h, const struct rs_shm_region
 static int lock_pages(void *base, uint64_t size, const char *name)
 {
     /* The raw syscall: sanitizer runtimes intercept mlock() as a no-op that succeeds. */
-    if (syscall(SYS_mlock, base, (size_t)size) == 0)
+    if (rs_sys.mlock(base, (size_t)size) == 0)
         return 1;
     int err = errno;
     struct rlimit rl = {0, 0};
@@ -429,9 +430,9 @@ static int lock_pages(void *base, uint64_t size, const char *name)
 
 static rs_err reserve_space(int fd, uint64_t total, const char *name)
 {
-    int r = fallocate(fd, 0, 0, (off_t)total);
+    int r = rs_sys.fallocate(fd, 0, 0, (off_t)total);
     if (r != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
-        r = ftruncate(fd, (off_t)total);
+        r = rs_sys.ftruncate(fd, (off_t)total);
         if (r == 0)
             r = posix_fallocate(fd, 0, (off_t)total) == 0 ? 0 : -1;
     }
@@ -477,7 +478,7 @@ static void set_roles(rs_shm *s)
 static rs_err map_segment(rs_shm *s, int writable)
 {
     int prot = PROT_READ | (writable ? PROT_WRITE : 0);
-    void *p = mmap(NULL, s->size, prot, MAP_SHARED, s->fd, 0);
+    void *p = rs_sys.mmap(NULL, s->size, prot, MAP_SHARED, s->fd, 0);
     if (p == MAP_FAILED) {
         rs_log_error("segment %s: mmap of %llu bytes: %s", s->name, (unsigned long long)s->size,
                      strerror(errno));
@@ -490,7 +491,7 @@ static rs_err map_segment(rs_shm *s, int writable)
 
 static rs_shm *handle_new(const char *name, int fd, uint64_t size, unsigned flags)
 {
-    rs_shm *s = calloc(1, sizeof(*s));
+    rs_shm *s = rs_sys.calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
     snprintf(s->name, sizeof(s->name), "%s", name);
@@ -540,7 +541,7 @@ rs_err rs_shm_create(const char *name, uint64_t epoch, const struct rs_shm_regio
         rs_log_error("segment %s: bad layout: %s", name, specs ? why : "no specs");
         return RS_EINVAL;
     }
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = rs_sys.shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         int err = errno;
         rs_log_error("segment %s: create: %s%s", name, strerror(err),
@@ -677,6 +678,8 @@ rs_err rs_shm_attach(const char *name, const struct rs_shm_region_spec *expect, 
     if (e == RS_OK)
         e = attach_checks(s, expect, n_expect, why, why_len);
     if (e != RS_OK) {
+        if (why[0] == '\0') /* a failed call logged its own line: name it here too */
+            shm_why(why, why_len, "%s (logged above)", rs_strerror(e));
         rs_log_error("segment %s: attach refused: %s", name, why);
         rs_shm_detach(&s);
         return e;
@@ -714,7 +717,7 @@ rs_err rs_shm_peek(const char *name, struct rs_shm_info *out)
     size_t n = name ? strlen(name) : 0;
     if (n < 2 || n > 250 || name[0] != '/' || strchr(name + 1, '/') != NULL)
         return RS_EINVAL;
-    int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+    int fd = rs_sys.shm_open(name, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return errno == ENOENT ? RS_ENOENT : RS_EIO;
     struct stat st;

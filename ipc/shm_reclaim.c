@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "ipc/failpoint_sys.h"
 #include "ipc/shm_impl.h"
 
 /* An unformatted segment older than this lost its creator (creation takes well under it). */
@@ -43,7 +44,7 @@ static const char *garbage_reason(int fd, const struct stat *st, char *buf, size
     if (atomic_load_explicit(&h.state, memory_order_acquire) != SHM_READY)
         return creator_gone(h.creator_pid) ? "creation never finished and its creator is gone"
                                            : NULL;
-    void *p = mmap(NULL, (size_t)st->st_size, PROT_READ, MAP_SHARED, fd, 0);
+    void *p = rs_sys.mmap(NULL, (size_t)st->st_size, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         return NULL;
     char why[200];
@@ -58,7 +59,7 @@ static const char *garbage_reason(int fd, const struct stat *st, char *buf, size
 /* 1 when `name` still names the file described by `st` (device and inode). */
 static int same_file(const char *name, const struct stat *st)
 {
-    int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+    int fd = rs_sys.shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
     struct stat now;
     int same = fd >= 0 && fstat(fd, &now) == 0 && now.st_dev == st->st_dev &&
                now.st_ino == st->st_ino;
@@ -69,7 +70,7 @@ static int same_file(const char *name, const struct stat *st)
 
 rs_err rs_shm_reclaim(const char *name)
 {
-    int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+    int fd = rs_sys.shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd < 0)
         return errno == ENOENT ? RS_ENOENT : RS_EIO;
     struct stat st;
