@@ -3,7 +3,7 @@
 """ops/serve's runtime directory and lock against a hostile local user: a runtime
 directory planted as a symlink or owned by someone else is refused before anything
 runs, and a symlink planted at the lock's old predictable /tmp path, or at the lock
-inside the runtime directory, is never followed. Real ops/serve, real supervisord,
+in the per-user lock directory, is never followed. Real ops/serve, real supervisord,
 the four real daemons (helpers from test_ops.py). ctest: `it.ops_rundir.<case>`.
 """
 import os
@@ -56,21 +56,23 @@ def test_foreign_or_open_rundir_is_refused(inst):
 
 @with_instance
 def test_planted_lock_links_are_not_followed(inst):
-    """Links planted at the old /tmp lock path and at the lock in the runtime directory:
-    the first is ignored, the second makes ops/serve refuse; neither target is created."""
+    """Links planted at the old /tmp lock path and at the instance's lock in the lock
+    directory: the first is ignored, the second makes ops/serve refuse; neither target is
+    created."""
     victim = os.path.join(inst.dir, "victim")
     old = f"/tmp/ringserve-{os.getuid()}-{inst.name}.lock"
+    mine = os.path.join(ops.lock_dir(), f"{inst.name}.lock")
     os.symlink(victim, old)
     try:
-        os.mkdir(inst.rundir, 0o700)
-        os.symlink(victim, os.path.join(inst.rundir, "serve.lock"))
-        serve_refused(inst, "serve.lock")
+        os.makedirs(ops.lock_dir(), 0o700, exist_ok=True)
+        os.symlink(victim, mine)
+        serve_refused(inst, f"{inst.name}.lock")
         check(not os.path.lexists(victim), "the planted lock link was followed")
-        os.unlink(os.path.join(inst.rundir, "serve.lock"))
+        os.unlink(mine)
         inst.start()
         inst.wait_ready()
         check(not os.path.lexists(victim), "the old /tmp lock link was followed")
-        check(os.path.isfile(os.path.join(inst.rundir, "serve.lock")), "lock not in the rundir")
+        check(os.path.isfile(mine) and not os.path.islink(mine), "lock not in the lock directory")
         check(inst.stop() == 0, "clean stop")
     finally:
         os.unlink(old)
