@@ -21,6 +21,7 @@
 #include "ipc/failpoint_sys.h"
 #include "ipc/wire.h"
 #include "ipc/zsock.h"
+#include "ipc/zsock_cap.h"
 
 #ifndef ZMQ_ZAP_ENFORCE_DOMAIN
 #define ZMQ_ZAP_ENFORCE_DOMAIN 93 /* libzmq >= 4.3 (a draft option in its header) */
@@ -32,6 +33,7 @@ struct rs_zsock {
     size_t max_body;
     char endpoint[RS_ZSOCK_ENDPOINT_MAX];
     struct rs_zsock_stats st;
+    rs_zsock_cap *cap; /* bound roles: the connection caps */
     uint64_t last_log_ns; /* rate limit of rejection lines */
     uint64_t quiet;       /* rejections not logged since the last line */
 };
@@ -40,6 +42,21 @@ static const char *role_name(enum rs_zsock_role role)
 {
     static const char *const names[] = {"ROUTER", "PULL", "PUSH", "DEALER"};
     return (unsigned)role < 4 ? names[role] : "?";
+}
+
+/* A positive count from env `name` (logged when malformed), else `dflt`. */
+static unsigned env_count(const char *name, unsigned dflt)
+{
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0')
+        return dflt;
+    char *end;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*end != '\0' || n == 0 || n > 1000000) {
+        rs_log_warn("zsock: %s='%s' is not a count in 1..1000000; using %u", name, v, dflt);
+        return dflt;
+    }
+    return (unsigned)n;
 }
 
 void rs_zsock_cfg_default(enum rs_zsock_role role, struct rs_zsock_cfg *cfg)
@@ -59,6 +76,8 @@ void rs_zsock_cfg_default(enum rs_zsock_role role, struct rs_zsock_cfg *cfg)
                                               : RS_WIRE_DOOR_MSG_MAX;
     cfg->max_frame = 2 * (int64_t)cfg->max_body;
     cfg->ipc_mode = 0660;
+    cfg->max_conns = env_count("RINGSERVE_MAX_CONNS", 1024);
+    cfg->max_conns_per_peer = env_count("RINGSERVE_MAX_CONNS_PER_PEER", 256);
 }
 
 /* Logs a rejection or drop unless one was logged less than a second ago. */
@@ -273,6 +292,9 @@ rs_err rs_zsock_create(void *zctx, enum rs_zsock_role role, const char *endpoint
         e = apply_curve(z, cfg);
     if (e == RS_OK)
         e = attach(z, endpoint, cfg);
+    if (e == RS_OK && (role == RS_ZSOCK_ROUTER || role == RS_ZSOCK_PULL))
+        e = rs_zsock_cap_start(zctx, z->s, z->endpoint, cfg->max_conns, cfg->max_conns_per_peer,
+                               &z->cap);
     if (e != RS_OK) {
         rs_zsock_destroy(&z);
         return e;
@@ -285,6 +307,7 @@ void rs_zsock_destroy(rs_zsock **sp)
 {
     if (sp == NULL || *sp == NULL)
         return;
+    rs_zsock_cap_stop((*sp)->s, &(*sp)->cap);
     zmq_close((*sp)->s);
     free(*sp);
     *sp = NULL;
@@ -303,6 +326,12 @@ const char *rs_zsock_endpoint(const rs_zsock *s)
 void rs_zsock_stats(const rs_zsock *s, struct rs_zsock_stats *out)
 {
     *out = s->st;
+    if (s->cap != NULL) {
+        struct rs_zsock_cap_stats cs;
+        rs_zsock_cap_stats(s->cap, &cs);
+        out->conns_refused = cs.refused;
+        out->conns_open = cs.open;
+    }
 }
 
 int rs_zsock_peer_is_named(const struct rs_zsock_peer *peer)

@@ -779,7 +779,63 @@ static int test_dead_zap_handler_stops_the_process(void)
     return 0;
 }
 
+
+/* Waits (up to 5 s) until the socket has closed at least `refused` connections at a cap. */
+static bool wait_conns_refused(rs_zsock *z, uint64_t refused)
+{
+    uint64_t deadline = rs_clock_ms() + 5000;
+    struct rs_zsock_stats st;
+    do {
+        rs_zsock_stats(z, &st);
+        if (st.conns_refused >= refused)
+            return true;
+        sleep_ms(5);
+    } while (rs_clock_ms() < deadline);
+    return false;
+}
+
+/* One peer (this uid) gets max_conns_per_peer connections; the rest are closed, and a
+ * well-behaved DEALER is served again once the hog lets go. */
+static int test_connections_beyond_the_peer_cap_are_closed(void)
+{
+    void *ctx = zmq_ctx_new();
+    char ep[256];
+    ipc_endpoint(ep, sizeof(ep), "cap");
+    struct rs_zsock_cfg rc = cfg_of(RS_ZSOCK_ROUTER);
+    rc.max_conns = 8;
+    rc.max_conns_per_peer = 3;
+    rs_zsock *router, *dealer;
+    RS_CHECK(rs_zsock_create(ctx, RS_ZSOCK_ROUTER, ep, &rc, &router) == RS_OK);
+    int fds[10];
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    RS_CHECK(strlen(ep + 6) < sizeof(sa.sun_path));
+    memcpy(sa.sun_path, ep + 6, strlen(ep + 6) + 1);
+    for (int i = 0; i < 10; i++) {
+        fds[i] = socket(AF_UNIX, SOCK_STREAM, 0);
+        RS_CHECK(fds[i] >= 0 && connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    }
+    RS_CHECK(wait_conns_refused(router, 7));
+    struct rs_zsock_stats st;
+    rs_zsock_stats(router, &st);
+    RS_CHECK_MSG(st.conns_open == 3 && st.conns_refused == 7, "open %u refused %llu",
+                 st.conns_open, (unsigned long long)st.conns_refused);
+    for (int i = 0; i < 10; i++)
+        close(fds[i]);
+    RS_CHECK(rs_zsock_create(ctx, RS_ZSOCK_DEALER, ep, NULL, &dealer) == RS_OK);
+    RS_CHECK(send_when_connected(dealer, "hi", 2) == RS_OK);
+    zmq_msg_t body;
+    zmq_msg_init(&body);
+    struct rs_zsock_peer peer;
+    RS_CHECK(rs_zsock_recv(router, &peer, &body, 5000) == RS_OK && zmq_msg_size(&body) == 2);
+    zmq_msg_close(&body);
+    rs_zsock_destroy(&dealer);
+    rs_zsock_destroy(&router);
+    zmq_ctx_term(ctx);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_connections_beyond_the_peer_cap_are_closed),
     RS_TEST(test_curve_fails_closed_when_the_zap_handler_is_gone),
     RS_TEST(test_dead_zap_handler_stops_the_process),
     RS_TEST(test_router_dealer_round_trip),
