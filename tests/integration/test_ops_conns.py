@@ -88,6 +88,27 @@ def test_idle_connection_flood_at_low_nofile_keeps_daemons_up(inst):
     check(inst.stop() == 0, "clean stop")
 
 
+@with_instance
+def test_oversized_message_gets_too_large_and_the_connection_stays(inst):
+    """A message over the 2 MiB body limit (and within the 4 MiB frame bound) is answered
+    `too_large` for the request's sender, who keeps its connection: the next generate on it
+    is acknowledged and completes."""
+    inst.start()
+    inst.wait_ready()
+    cl = Client(inst.rundir)
+    try:
+        cl.send(cl.tok, {"v": 1, "type": "generate", "id": "big", "prompt": "x" * (3 << 20)})
+        m = cl.recv(cl.tok, ops.DEADLINE)
+        check(m is not None and m.get("type") == "error" and m.get("code") == "too_large",
+              f"oversized message: expected a too_large error, got {m}")
+        cl.generate("next", prompt="once upon a time", max_tokens=4, **GREEDY)
+        m = cl.final("next")
+        check(m["type"] == "final" and len(m["tokens"]) == 4, f"request after it: {m}")
+    finally:
+        cl.close()
+    check(inst.stop() == 0, "clean stop")
+
+
 CASES = {n[len("test_"):]: f for n, f in globals().items() if n.startswith("test_")}
 
 if __name__ == "__main__":
