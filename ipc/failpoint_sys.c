@@ -28,14 +28,17 @@ static int raw_fallocate(int fd, int mode, off_t off, off_t len)
     return fallocate(fd, mode, off, len);
 }
 
-static const struct rs_sys_ops real_ops = {
-    .shm_open = shm_open, .ftruncate = ftruncate, .fallocate = raw_fallocate, .mmap = mmap,
-    .mlock = raw_mlock, .malloc = malloc, .calloc = calloc, .zmq_socket = zmq_socket,
-    .zmq_bind = zmq_bind, .zmq_connect = zmq_connect, .zmq_setsockopt = zmq_setsockopt,
-    .zmq_poll = zmq_poll, .zmq_msg_recv = zmq_msg_recv, .zmq_send = zmq_send,
-};
+#define REAL_OPS                                                                               \
+    {                                                                                          \
+        .shm_open = shm_open, .ftruncate = ftruncate, .fallocate = raw_fallocate, .mmap = mmap, \
+        .mlock = raw_mlock, .malloc = malloc, .calloc = calloc, .zmq_socket = zmq_socket,       \
+        .zmq_bind = zmq_bind, .zmq_connect = zmq_connect, .zmq_setsockopt = zmq_setsockopt,     \
+        .zmq_poll = zmq_poll, .zmq_msg_recv = zmq_msg_recv, .zmq_send = zmq_send,               \
+    }
 
-struct rs_sys_ops rs_sys = real_ops;
+static const struct rs_sys_ops real_ops = REAL_OPS;
+
+struct rs_sys_ops rs_sys = REAL_OPS;
 
 static atomic_ulong calls;
 static unsigned long target;
