@@ -401,7 +401,8 @@ rs_err rs_zsock_router_send(rs_zsock *z, const struct rs_zsock_peer *peer, const
         rs_log_error("zsock ROUTER %s: send: %s", z->endpoint, zmq_strerror(err));
         return RS_EIO;
     }
-    if (send_rest(z, "", 0, ZMQ_SNDMORE) != RS_OK || send_rest(z, len ? body : "", len, 0) != RS_OK) {
+    if (send_rest(z, "", 0, ZMQ_SNDMORE) != RS_OK ||
+        send_rest(z, len ? body : "", len, 0) != RS_OK) {
         rs_log_error("zsock ROUTER %s: send body: %s", z->endpoint, zmq_strerror(errno));
         return RS_EIO;
     }

@@ -255,7 +255,8 @@ rs_err rs_zsock_cap_start(void *zctx, void *sock, const char *label, uint32_t ma
     *out = NULL;
     pthread_once(&nofile_once, raise_nofile);
     struct rs_zsock_cap *c = rs_sys.calloc(1, sizeof(*c));
-    if (c == NULL || max_total == 0 || (c->conns = rs_sys.calloc(max_total, sizeof(*c->conns))) == NULL) {
+    if (c == NULL || max_total == 0 ||
+        (c->conns = rs_sys.calloc(max_total, sizeof(*c->conns))) == NULL) {
         free(c);
         return max_total == 0 ? RS_EINVAL : RS_ENOMEM;
     }

@@ -119,7 +119,9 @@ static int child_run(const char *name, unsigned long n, scenario fn,
     int status = 0;
     if (pid < 0 || waitpid(pid, &status, 0) != pid)
         return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 200 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 200 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 /* Fails every call of every slot made by `fn`, one per child; checks each outcome. */
