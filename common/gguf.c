@@ -438,7 +438,47 @@ rs_err rs_gguf_open_mem(const void *data, size_t size, rs_gguf **out, char *err,
     return RS_OK;
 }
 
-rs_err rs_gguf_open(const char *path, rs_gguf **out, char *err, size_t err_len)
+/*
+ * Reads `size` bytes of fd into fresh anonymous memory, made read-only. A file
+ * truncated or rewritten afterwards cannot reach this copy (a shared mapping
+ * of a truncated file raises SIGBUS; a rewritten one changes the weights under
+ * a running model); one changed during the read is refused, never half-used.
+ */
+static void *read_private(int fd, size_t size, const char *path, char *err, size_t err_len)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        if (err != NULL)
+            snprintf(err, err_len, "%s: %zu bytes of memory for its private copy: %s", path,
+                     size, strerror(errno));
+        return NULL;
+    }
+    size_t got = 0;
+    while (got < size) {
+        size_t want = size - got < (1u << 30) ? size - got : (1u << 30);
+        ssize_t n = pread(fd, (char *)p + got, want, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    struct stat st;
+    int changed = fstat(fd, &st) != 0 || (size_t)st.st_size != size;
+    if (got != size || changed || mprotect(p, size, PROT_READ) != 0) {
+        if (err != NULL)
+            snprintf(err, err_len, "%s: read %zu of %zu bytes%s: the file changed while it "
+                     "was read; load it again once it is complete",
+                     path, got, size, changed ? " and its size changed" : "");
+        munmap(p, size);
+        return NULL;
+    }
+    return p;
+}
+
+/* Opens, maps (shared) or copies (private) and validates `path`. */
+static rs_err open_file(const char *path, int private_copy, rs_gguf **out, char *err,
+                        size_t err_len)
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -451,11 +491,13 @@ rs_err rs_gguf_open(const char *path, rs_gguf **out, char *err, size_t err_len)
             close(fd);
         return RS_EIO;
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    void *map = private_copy ? read_private(fd, (size_t)st.st_size, path, err, err_len)
+                             : mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    int map_errno = errno;
     close(fd);
-    if (map == MAP_FAILED) {
-        if (err != NULL)
-            snprintf(err, err_len, "%s: mmap: %s", path, strerror(errno));
+    if (map == MAP_FAILED || map == NULL) {
+        if (err != NULL && !private_copy)
+            snprintf(err, err_len, "%s: mmap: %s", path, strerror(map_errno));
         return RS_EIO;
     }
     rs_err rc = rs_gguf_open_mem(map, (size_t)st.st_size, out, err, err_len);
@@ -466,6 +508,16 @@ rs_err rs_gguf_open(const char *path, rs_gguf **out, char *err, size_t err_len)
     (*out)->mapped = 1;
     snprintf((*out)->path, sizeof((*out)->path), "%s", path);
     return RS_OK;
+}
+
+rs_err rs_gguf_open(const char *path, rs_gguf **out, char *err, size_t err_len)
+{
+    return open_file(path, 0, out, err, err_len);
+}
+
+rs_err rs_gguf_open_private(const char *path, rs_gguf **out, char *err, size_t err_len)
+{
+    return open_file(path, 1, out, err, err_len);
 }
 
 void rs_gguf_close(rs_gguf **gp)

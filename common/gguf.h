@@ -81,6 +81,16 @@ typedef struct rs_gguf rs_gguf;
  */
 rs_err rs_gguf_open(const char *path, rs_gguf **out, char *err, size_t err_len);
 
+/*
+ * As rs_gguf_open, but reads the whole file into private read-only memory
+ * instead of mapping it shared: what a process that keeps serving from the
+ * tensors uses, so the file truncated (SIGBUS through a shared mapping) or
+ * rewritten under it cannot crash it or change its outputs. Costs the file's
+ * size in anonymous memory and one sequential read. RS_EIO also when the file
+ * changed size or came up short while it was read (message says so).
+ */
+rs_err rs_gguf_open_private(const char *path, rs_gguf **out, char *err, size_t err_len);
+
 /* Same over `size` bytes at `data`, which it borrows until rs_gguf_close. */
 rs_err rs_gguf_open_mem(const void *data, size_t size, rs_gguf **out, char *err, size_t err_len);
 

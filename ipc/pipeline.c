@@ -6,6 +6,7 @@
  * touches. The records each region holds have their own headers (pipeline.h
  * lists them).
  */
+#include "ipc/failpoint_sys.h"
 #include "ipc/pipeline.h"
 
 #include <errno.h>
@@ -120,13 +121,17 @@ static int segment_unformatted(const char *name, int *absent)
     return rc == RS_EAGAIN;
 }
 
-/* Attaches, or creates when absent; a segment from an earlier boot is replaced. */
+/* Attaches, or creates when absent; a segment from an earlier boot, or one of our own that
+ * holds no usable image, is replaced; one of another owner is refused untouched. */
 static rs_err attach_or_create(const char *name, const struct rs_shm_region_spec *specs,
                                rs_shm **shm, char *err, size_t err_len)
 {
     for (int attempt = 0; attempt < 500; attempt++) {
         int absent;
         if (segment_unformatted(name, &absent)) {
+            /* Once a second: one left unformatted by a dead creator is replaced. */
+            if (attempt % 100 == 99)
+                rs_shm_reclaim(name);
             usleep(10000);
             continue;
         }
@@ -155,7 +160,15 @@ static rs_err attach_or_create(const char *name, const struct rs_shm_region_spec
                          rs_strerror(rc));
                 return rc;
             }
-        } else if (rc != RS_EAGAIN && !(rc == RS_EMISMATCH && segment_unformatted(name, &absent))) {
+        } else if (rc == RS_EMISMATCH || rc == RS_EAGAIN) {
+            /* Ours and unusable (garbage, corrupt, creator died): replace it. A valid
+             * segment of another configuration stays and is refused below. */
+            rs_err rr = rs_shm_reclaim(name);
+            if (rr == RS_OK || rr == RS_EAGAIN)
+                continue;
+            if (rc == RS_EMISMATCH && !segment_unformatted(name, &absent))
+                return rc;
+        } else {
             return rc;
         }
         usleep(10000);
@@ -266,7 +279,7 @@ rs_err rs_pipe_open(const struct rs_pipe_config *cfg, enum rs_pipe_stage stage,
     *out = NULL;
     if ((unsigned)stage >= RS_PIPE_N_STAGES)
         return RS_EINVAL;
-    struct rs_pipe *p = calloc(1, sizeof(*p));
+    struct rs_pipe *p = rs_sys.calloc(1, sizeof(*p));
     if (p == NULL)
         return RS_ENOMEM;
     p->cfg = *cfg;
@@ -303,7 +316,7 @@ rs_err rs_pipe_inspect(const char *instance, struct rs_pipe **out, char *err, si
 {
     *out = NULL;
     char name[300];
-    struct rs_pipe *p = calloc(1, sizeof(*p));
+    struct rs_pipe *p = rs_sys.calloc(1, sizeof(*p));
     if (p == NULL)
         return RS_ENOMEM;
     rs_err rc = rs_shm_name(instance, name, sizeof(name));

@@ -6,6 +6,7 @@
  * attacher never sees a half-built segment as usable. Attach re-validates
  * the whole image (it is outside input: another build may have made it).
  */
+#include "ipc/failpoint_sys.h"
 #include "ipc/shm.h"
 
 #include <errno.h>
@@ -409,7 +410,7 @@ static rs_err compare_layout(const struct shm_hdr *h, const struct rs_shm_region
 static int lock_pages(void *base, uint64_t size, const char *name)
 {
     /* The raw syscall: sanitizer runtimes intercept mlock() as a no-op that succeeds. */
-    if (syscall(SYS_mlock, base, (size_t)size) == 0)
+    if (rs_sys.mlock(base, (size_t)size) == 0)
         return 1;
     int err = errno;
     struct rlimit rl = {0, 0};
@@ -429,9 +430,9 @@ static int lock_pages(void *base, uint64_t size, const char *name)
 
 static rs_err reserve_space(int fd, uint64_t total, const char *name)
 {
-    int r = fallocate(fd, 0, 0, (off_t)total);
+    int r = rs_sys.fallocate(fd, 0, 0, (off_t)total);
     if (r != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
-        r = ftruncate(fd, (off_t)total);
+        r = rs_sys.ftruncate(fd, (off_t)total);
         if (r == 0)
             r = posix_fallocate(fd, 0, (off_t)total) == 0 ? 0 : -1;
     }
@@ -477,7 +478,7 @@ static void set_roles(rs_shm *s)
 static rs_err map_segment(rs_shm *s, int writable)
 {
     int prot = PROT_READ | (writable ? PROT_WRITE : 0);
-    void *p = mmap(NULL, s->size, prot, MAP_SHARED, s->fd, 0);
+    void *p = rs_sys.mmap(NULL, s->size, prot, MAP_SHARED, s->fd, 0);
     if (p == MAP_FAILED) {
         rs_log_error("segment %s: mmap of %llu bytes: %s", s->name, (unsigned long long)s->size,
                      strerror(errno));
@@ -490,7 +491,7 @@ static rs_err map_segment(rs_shm *s, int writable)
 
 static rs_shm *handle_new(const char *name, int fd, uint64_t size, unsigned flags)
 {
-    rs_shm *s = calloc(1, sizeof(*s));
+    rs_shm *s = rs_sys.calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
     snprintf(s->name, sizeof(s->name), "%s", name);
@@ -540,7 +541,7 @@ rs_err rs_shm_create(const char *name, uint64_t epoch, const struct rs_shm_regio
         rs_log_error("segment %s: bad layout: %s", name, specs ? why : "no specs");
         return RS_EINVAL;
     }
-    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = rs_sys.shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         int err = errno;
         rs_log_error("segment %s: create: %s%s", name, strerror(err),
@@ -568,10 +569,36 @@ rs_err rs_shm_create(const char *name, uint64_t epoch, const struct rs_shm_regio
     return RS_OK;
 }
 
+/*
+ * Only a segment of this service's own uid with no group or other bits may be
+ * attached writable: another local user could have created the name first
+ * (mode 0666) and would then read and write every prompt and output. The check
+ * runs on the opened descriptor, so a file swapped in after it cannot slip by.
+ */
+static rs_err check_owner(const struct stat *st, unsigned flags, char *why, size_t len)
+{
+    if (flags & RS_SHM_INSPECT)
+        return RS_OK; /* read-only views for tools; validation still bounds every read */
+    if (st->st_uid != geteuid())
+        return shm_why(why, len,
+                       "owned by uid %u with mode %04o, not by this service (uid %u): another "
+                       "user created it; it is left untouched, remove it as that user or root "
+                       "after checking who made it",
+                       (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777), (unsigned)geteuid());
+    if ((st->st_mode & 077) != 0)
+        return shm_why(why, len,
+                       "mode %04o (owner uid %u) gives group or other users access; segments "
+                       "must be 0600: remove it and restart the instance",
+                       (unsigned)(st->st_mode & 07777), (unsigned)st->st_uid);
+    return RS_OK;
+}
+
 static rs_err open_existing(const char *name, unsigned flags, int *fd, uint64_t *size, char *why,
                             size_t len)
 {
-    *fd = shm_open(name, ((flags & RS_SHM_INSPECT) ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
+    /* glibc's shm_open adds O_NOFOLLOW: a symlink planted in /dev/shm is not followed. */
+    *fd = shm_open(name, ((flags & RS_SHM_INSPECT) ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC,
+                   0);
     if (*fd < 0) {
         int err = errno;
         shm_why(why, len, "cannot open: %s%s", strerror(err),
@@ -583,6 +610,10 @@ static rs_err open_existing(const char *name, unsigned flags, int *fd, uint64_t 
         shm_why(why, len, "fstat failed or not a regular file");
         close(*fd);
         return RS_EIO;
+    }
+    if (check_owner(&st, flags, why, len) != RS_OK) {
+        close(*fd);
+        return RS_EINVAL;
     }
     *size = (uint64_t)st.st_size;
     if (*size < SHM_HDR_BYTES || *size > SHM_MAX_BYTES) {
@@ -647,6 +678,8 @@ rs_err rs_shm_attach(const char *name, const struct rs_shm_region_spec *expect, 
     if (e == RS_OK)
         e = attach_checks(s, expect, n_expect, why, why_len);
     if (e != RS_OK) {
+        if (why[0] == '\0') /* a failed call logged its own line: name it here too */
+            shm_why(why, why_len, "%s (logged above)", rs_strerror(e));
         rs_log_error("segment %s: attach refused: %s", name, why);
         rs_shm_detach(&s);
         return e;
@@ -684,7 +717,7 @@ rs_err rs_shm_peek(const char *name, struct rs_shm_info *out)
     size_t n = name ? strlen(name) : 0;
     if (n < 2 || n > 250 || name[0] != '/' || strchr(name + 1, '/') != NULL)
         return RS_EINVAL;
-    int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+    int fd = rs_sys.shm_open(name, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return errno == ENOENT ? RS_ENOENT : RS_EIO;
     struct stat st;

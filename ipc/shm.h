@@ -126,7 +126,10 @@ rs_err rs_shm_create(const char *name, uint64_t epoch, const struct rs_shm_regio
  * says which field of which region), RS_ESTALE (created in an earlier boot),
  * RS_EAGAIN (creation not finished), RS_EIO. The message also goes to `why`
  * (why_len bytes; may be NULL). flags: 0 or RS_SHM_INSPECT (read-only, for
- * tools). *out owns the mapping. Any process.
+ * tools). A writable attach also requires the segment to be owned by this
+ * process's euid with no group or other mode bits, else RS_EINVAL with a
+ * message naming owner and mode (another local user may have created the
+ * name first). *out owns the mapping. Any process.
  */
 rs_err rs_shm_attach(const char *name, const struct rs_shm_region_spec *expect, size_t n_expect,
                      unsigned flags, char *why, size_t why_len, rs_shm **out);
@@ -144,6 +147,19 @@ rs_err rs_shm_attach(const char *name, const struct rs_shm_region_spec *expect, 
  * process, any thread.
  */
 rs_err rs_shm_peek(const char *name, struct rs_shm_info *out);
+
+/*
+ * Removes segment `name` when it is this service's own (owner uid = euid) and
+ * holds no usable image: another program's bytes (bad magic), a directory that
+ * fails validation, a creation whose creator process is gone, or a file left
+ * unsized or headerless for 30 s. Returns RS_OK when it removed it (logged as
+ * a warning naming why), RS_EEXIST when it may be live or is a valid segment
+ * (left alone: a valid one of another configuration is refused by attach, not
+ * replaced), RS_EINVAL when another uid owns it (left untouched, logged with
+ * owner and mode), RS_EAGAIN when the name changed files meanwhile, RS_ENOENT,
+ * RS_EIO. For the stage that attaches or creates; any process.
+ */
+rs_err rs_shm_reclaim(const char *name);
 
 /* Unmaps and closes (the segment stays); accepts NULL and clears *shm. */
 void rs_shm_detach(rs_shm **shm);

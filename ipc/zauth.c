@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/failpoint_sys.h"
 #include "ipc/zauth.h"
 #include "ipc/zcert.h"
 
@@ -29,6 +31,7 @@ struct rs_zauth {
     void *sock; /* REP; the thread's after start */
     pthread_t thread;
     atomic_bool stop;
+    atomic_bool died; /* the thread ended on an error (the process was sent SIGTERM) */
     char path[4096];
     uint8_t (*keys)[32]; /* sorted, n_keys of them; the thread's after start */
     size_t n_keys;
@@ -74,7 +77,7 @@ static bool parse_line(const char *path, int lineno, char *line, uint8_t (*keys)
 static char *read_file(const char *path, struct stat *st)
 {
     FILE *f = fopen(path, "rb");
-    char *text = f != NULL ? malloc(LIST_FILE_MAX + 1) : NULL;
+    char *text = f != NULL ? rs_sys.malloc(LIST_FILE_MAX + 1) : NULL;
     size_t len = text != NULL ? fread(text, 1, LIST_FILE_MAX + 1, f) : 0;
     bool ok = text != NULL && !ferror(f) && fstat(fileno(f), st) == 0 && len <= LIST_FILE_MAX;
     if (!ok)
@@ -96,7 +99,7 @@ static rs_err load_list(struct rs_zauth *z)
     struct stat st;
     char *text = read_file(z->path, &st);
     bool read_ok = text != NULL;
-    uint8_t (*keys)[32] = text ? malloc(sizeof(*keys) * RS_ZAUTH_KEYS_MAX) : NULL;
+    uint8_t (*keys)[32] = text ? rs_sys.malloc(sizeof(*keys) * RS_ZAUTH_KEYS_MAX) : NULL;
     size_t n = 0;
     bool ok = keys != NULL;
     int lineno = 0;
@@ -240,9 +243,15 @@ static void *zap_main(void *arg)
     struct rs_zauth *z = arg;
     while (!atomic_load(&z->stop)) {
         zmq_pollitem_t it = {.socket = z->sock, .events = ZMQ_POLLIN};
-        int rc = zmq_poll(&it, 1, 100);
+        int rc = rs_sys.zmq_poll(&it, 1, 100);
         if (rc < 0 && errno != EINTR) {
-            rs_log_error("zauth: zmq_poll: %s; handler stopped", zmq_strerror(errno));
+            /* With no handler every CURVE handshake is refused (ZAP_ENFORCE_DOMAIN), so
+             * the front would sit deaf: stop the daemon, whose supervisor restarts it. */
+            rs_log_error("zauth: zmq_poll: %s; the ZAP handler stops, so the daemon stops "
+                         "(SIGTERM) rather than serve without authentication",
+                         zmq_strerror(errno));
+            atomic_store(&z->died, true);
+            kill(getpid(), SIGTERM);
             break;
         }
         if (rc > 0)
@@ -254,7 +263,7 @@ static void *zap_main(void *arg)
 
 rs_err rs_zauth_create(void *zctx, const char *allowlist_path, rs_zauth **out)
 {
-    struct rs_zauth *z = calloc(1, sizeof(*z));
+    struct rs_zauth *z = rs_sys.calloc(1, sizeof(*z));
     *out = NULL;
     if (z == NULL || strlen(allowlist_path) >= sizeof(z->path)) {
         free(z);
@@ -262,11 +271,11 @@ rs_err rs_zauth_create(void *zctx, const char *allowlist_path, rs_zauth **out)
     }
     strcpy(z->path, allowlist_path);
     rs_err e = load_list(z);
-    z->sock = e == RS_OK ? zmq_socket(zctx, ZMQ_REP) : NULL;
+    z->sock = e == RS_OK ? rs_sys.zmq_socket(zctx, ZMQ_REP) : NULL;
     int linger = 0;
     if (e == RS_OK && (z->sock == NULL ||
-                       zmq_setsockopt(z->sock, ZMQ_LINGER, &linger, sizeof(linger)) != 0 ||
-                       zmq_bind(z->sock, ZAP_ENDPOINT) != 0)) {
+                       rs_sys.zmq_setsockopt(z->sock, ZMQ_LINGER, &linger, sizeof(linger)) != 0 ||
+                       rs_sys.zmq_bind(z->sock, ZAP_ENDPOINT) != 0)) {
         e = errno == EADDRINUSE ? RS_EEXIST : RS_EIO;
         rs_log_error("zauth: cannot bind %s: %s", ZAP_ENDPOINT, zmq_strerror(errno));
     }
@@ -299,6 +308,11 @@ void rs_zauth_destroy(rs_zauth **zp)
     free(z->keys);
     free(z);
     *zp = NULL;
+}
+
+bool rs_zauth_alive(const rs_zauth *z)
+{
+    return !atomic_load(&z->died);
 }
 
 void rs_zauth_stats(const rs_zauth *z, struct rs_zauth_stats *out)

@@ -15,6 +15,7 @@
 #ifndef RS_ZAUTH_H
 #define RS_ZAUTH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/err.h"
@@ -39,6 +40,14 @@ rs_err rs_zauth_create(void *zctx, const char *allowlist_path, rs_zauth **out);
 
 /* Stops the thread (within ~100 ms) and frees. Call before zmq_ctx_term. Accepts NULL. */
 void rs_zauth_destroy(rs_zauth **z);
+
+/*
+ * false once the handler thread has ended on an error. It then logs and sends
+ * the process SIGTERM: libzmq refuses every CURVE handshake while no handler
+ * answers (the sockets set ZMQ_ZAP_ENFORCE_DOMAIN), so the daemon stops and
+ * its supervisor restarts it instead of it serving deaf, or open. Any thread.
+ */
+bool rs_zauth_alive(const rs_zauth *z);
 
 /* Counters; any thread. */
 void rs_zauth_stats(const rs_zauth *z, struct rs_zauth_stats *out);

@@ -18,8 +18,14 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/failpoint_sys.h"
 #include "ipc/wire.h"
 #include "ipc/zsock.h"
+#include "ipc/zsock_cap.h"
+
+#ifndef ZMQ_ZAP_ENFORCE_DOMAIN
+#define ZMQ_ZAP_ENFORCE_DOMAIN 93 /* libzmq >= 4.3 (a draft option in its header) */
+#endif
 
 struct rs_zsock {
     void *s;
@@ -27,6 +33,7 @@ struct rs_zsock {
     size_t max_body;
     char endpoint[RS_ZSOCK_ENDPOINT_MAX];
     struct rs_zsock_stats st;
+    rs_zsock_cap *cap; /* bound roles: the connection caps */
     uint64_t last_log_ns; /* rate limit of rejection lines */
     uint64_t quiet;       /* rejections not logged since the last line */
 };
@@ -35,6 +42,21 @@ static const char *role_name(enum rs_zsock_role role)
 {
     static const char *const names[] = {"ROUTER", "PULL", "PUSH", "DEALER"};
     return (unsigned)role < 4 ? names[role] : "?";
+}
+
+/* A positive count from env `name` (logged when malformed), else `dflt`. */
+static unsigned env_count(const char *name, unsigned dflt)
+{
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0')
+        return dflt;
+    char *end;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*end != '\0' || n == 0 || n > 1000000) {
+        rs_log_warn("zsock: %s='%s' is not a count in 1..1000000; using %u", name, v, dflt);
+        return dflt;
+    }
+    return (unsigned)n;
 }
 
 void rs_zsock_cfg_default(enum rs_zsock_role role, struct rs_zsock_cfg *cfg)
@@ -54,6 +76,8 @@ void rs_zsock_cfg_default(enum rs_zsock_role role, struct rs_zsock_cfg *cfg)
                                               : RS_WIRE_DOOR_MSG_MAX;
     cfg->max_frame = 2 * (int64_t)cfg->max_body;
     cfg->ipc_mode = 0660;
+    cfg->max_conns = env_count("RINGSERVE_MAX_CONNS", 1024);
+    cfg->max_conns_per_peer = env_count("RINGSERVE_MAX_CONNS_PER_PEER", 256);
 }
 
 /* Logs a rejection or drop unless one was logged less than a second ago. */
@@ -72,7 +96,7 @@ static void note(struct rs_zsock *z, const char *what, const char *detail)
 
 static rs_err setopt(struct rs_zsock *z, int opt, const void *v, size_t len, const char *name)
 {
-    if (zmq_setsockopt(z->s, opt, v, len) == 0)
+    if (rs_sys.zmq_setsockopt(z->s, opt, v, len) == 0)
         return RS_OK;
     rs_log_error("zsock %s %s: setting %s: %s", role_name(z->role), z->endpoint, name,
                  zmq_strerror(errno));
@@ -126,6 +150,10 @@ static rs_err apply_curve(struct rs_zsock *z, const struct rs_zsock_cfg *c)
         e = setint(z, ZMQ_CURVE_SERVER, 1, "ZMQ_CURVE_SERVER");
         if (e == RS_OK)
             e = setopt(z, ZMQ_ZAP_DOMAIN, "ringserve", 9, "ZMQ_ZAP_DOMAIN");
+        /* Without it libzmq lets every CURVE client in while no ZAP handler answers
+         * (one that died, say): fail closed. A libzmq without the option refuses here. */
+        if (e == RS_OK)
+            e = setint(z, ZMQ_ZAP_ENFORCE_DOMAIN, 1, "ZMQ_ZAP_ENFORCE_DOMAIN");
     } else if (e == RS_OK) {
         e = setopt(z, ZMQ_CURVE_SERVERKEY, c->curve_server_public, RS_ZCERT_Z85_LEN + 1,
                    "ZMQ_CURVE_SERVERKEY");
@@ -217,7 +245,7 @@ static rs_err attach(struct rs_zsock *z, const char *ep, const struct rs_zsock_c
     bool ipc = strncmp(ep, "ipc://", 6) == 0;
     if (bind && ipc && ipc_in_use(ep + 6, c->take_over) != RS_OK)
         return RS_EEXIST;
-    if ((bind ? zmq_bind(z->s, ep) : zmq_connect(z->s, ep)) != 0) {
+    if ((bind ? rs_sys.zmq_bind(z->s, ep) : rs_sys.zmq_connect(z->s, ep)) != 0) {
         rs_log_error("zsock %s: %s %s: %s", role_name(z->role), bind ? "bind" : "connect", ep,
                      zmq_strerror(errno));
         return errno == EADDRINUSE ? RS_EEXIST : RS_EIO;
@@ -247,13 +275,13 @@ rs_err rs_zsock_create(void *zctx, enum rs_zsock_role role, const char *endpoint
     rs_err e = check_policy(role, endpoint, cfg);
     if (e != RS_OK)
         return e;
-    struct rs_zsock *z = calloc(1, sizeof(*z));
+    struct rs_zsock *z = rs_sys.calloc(1, sizeof(*z));
     if (z == NULL)
         return RS_ENOMEM;
     z->role = role;
     z->max_body = cfg->max_body;
     snprintf(z->endpoint, sizeof(z->endpoint), "%s", endpoint);
-    z->s = zmq_socket(zctx, types[role]);
+    z->s = rs_sys.zmq_socket(zctx, types[role]);
     if (z->s == NULL) {
         rs_log_error("zsock: zmq_socket(%s): %s", role_name(role), zmq_strerror(errno));
         free(z);
@@ -264,6 +292,9 @@ rs_err rs_zsock_create(void *zctx, enum rs_zsock_role role, const char *endpoint
         e = apply_curve(z, cfg);
     if (e == RS_OK)
         e = attach(z, endpoint, cfg);
+    if (e == RS_OK && (role == RS_ZSOCK_ROUTER || role == RS_ZSOCK_PULL))
+        e = rs_zsock_cap_start(zctx, z->s, z->endpoint, cfg->max_conns, cfg->max_conns_per_peer,
+                               &z->cap);
     if (e != RS_OK) {
         rs_zsock_destroy(&z);
         return e;
@@ -276,6 +307,7 @@ void rs_zsock_destroy(rs_zsock **sp)
 {
     if (sp == NULL || *sp == NULL)
         return;
+    rs_zsock_cap_stop((*sp)->s, &(*sp)->cap);
     zmq_close((*sp)->s);
     free(*sp);
     *sp = NULL;
@@ -294,6 +326,12 @@ const char *rs_zsock_endpoint(const rs_zsock *s)
 void rs_zsock_stats(const rs_zsock *s, struct rs_zsock_stats *out)
 {
     *out = s->st;
+    if (s->cap != NULL) {
+        struct rs_zsock_cap_stats cs;
+        rs_zsock_cap_stats(s->cap, &cs);
+        out->conns_refused = cs.refused;
+        out->conns_open = cs.open;
+    }
 }
 
 int rs_zsock_peer_is_named(const struct rs_zsock_peer *peer)
@@ -312,17 +350,34 @@ static rs_err send_failed(struct rs_zsock *z)
     return RS_EIO;
 }
 
+/*
+ * Sends a frame after the first of a message. Once the first frame is queued the message
+ * cannot be taken back, so a failure here (EINTR, an injected fault) is retried once,
+ * blocking: left half-sent, the next message would be glued onto it and both lost.
+ */
+static rs_err send_rest(struct rs_zsock *z, const void *buf, size_t len, int flags)
+{
+    for (int attempt = 0; attempt < 2; attempt++)
+        if (rs_sys.zmq_send(z->s, buf, len, flags) >= 0)
+            return RS_OK;
+    return RS_EIO;
+}
+
 rs_err rs_zsock_send(rs_zsock *z, const void *body, size_t len)
 {
     if (z->role != RS_ZSOCK_PUSH && z->role != RS_ZSOCK_DEALER) {
         rs_log_error("zsock %s: rs_zsock_send needs a PUSH or DEALER socket", z->endpoint);
         return RS_EINVAL;
     }
-    if (z->role == RS_ZSOCK_DEALER && zmq_send(z->s, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+    if (z->role == RS_ZSOCK_DEALER && rs_sys.zmq_send(z->s, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return send_failed(z);
-    /* The delimiter went out, so the pipe has room: the body frame cannot be refused now. */
-    if (zmq_send(z->s, len ? body : "", len, ZMQ_DONTWAIT) < 0)
+    if (z->role == RS_ZSOCK_PUSH) {
+        if (rs_sys.zmq_send(z->s, len ? body : "", len, ZMQ_DONTWAIT) < 0)
+            return send_failed(z);
+    } else if (send_rest(z, len ? body : "", len, 0) != RS_OK) {
+        /* The delimiter went out, so the pipe has room: only a broken socket gets here. */
         return send_failed(z);
+    }
     z->st.sent++;
     return RS_OK;
 }
@@ -332,7 +387,7 @@ rs_err rs_zsock_router_send(rs_zsock *z, const struct rs_zsock_peer *peer, const
 {
     if (z->role != RS_ZSOCK_ROUTER)
         return RS_EINVAL;
-    if (zmq_send(z->s, peer->id, peer->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+    if (rs_sys.zmq_send(z->s, peer->id, peer->len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         int err = errno;
         z->st.dropped++;
         if (err == EHOSTUNREACH) {
@@ -346,8 +401,8 @@ rs_err rs_zsock_router_send(rs_zsock *z, const struct rs_zsock_peer *peer, const
         rs_log_error("zsock ROUTER %s: send: %s", z->endpoint, zmq_strerror(err));
         return RS_EIO;
     }
-    zmq_send(z->s, "", 0, ZMQ_SNDMORE);
-    if (zmq_send(z->s, len ? body : "", len, 0) < 0) {
+    if (send_rest(z, "", 0, ZMQ_SNDMORE) != RS_OK ||
+        send_rest(z, len ? body : "", len, 0) != RS_OK) {
         rs_log_error("zsock ROUTER %s: send body: %s", z->endpoint, zmq_strerror(errno));
         return RS_EIO;
     }
@@ -361,7 +416,7 @@ static rs_err wait_input(struct rs_zsock *z, int timeout_ms)
     if (timeout_ms == 0)
         return RS_OK; /* the non-blocking receive decides */
     zmq_pollitem_t it = {.socket = z->s, .events = ZMQ_POLLIN};
-    int rc = zmq_poll(&it, 1, timeout_ms);
+    int rc = rs_sys.zmq_poll(&it, 1, timeout_ms);
     if (rc > 0)
         return RS_OK;
     if (rc == 0 || errno == EINTR)
@@ -373,7 +428,7 @@ static rs_err wait_input(struct rs_zsock *z, int timeout_ms)
 /* Receives one frame of a message into m (initialised); *more says whether frames follow. */
 static rs_err recv_frame(struct rs_zsock *z, zmq_msg_t *m, int *more)
 {
-    if (zmq_msg_recv(m, z->s, ZMQ_DONTWAIT) < 0) {
+    if (rs_sys.zmq_msg_recv(m, z->s, ZMQ_DONTWAIT) < 0) {
         if (errno == EAGAIN || errno == EINTR)
             return RS_EAGAIN;
         rs_log_error("zsock %s %s: recv: %s", role_name(z->role), z->endpoint,
@@ -384,13 +439,24 @@ static rs_err recv_frame(struct rs_zsock *z, zmq_msg_t *m, int *more)
     return RS_OK;
 }
 
+/*
+ * Receives a frame after the first of a message: the whole message has arrived, so a
+ * failure here (EINTR, an injected fault) is retried once; otherwise the rest of this
+ * message would be read as the start of the next.
+ */
+static rs_err recv_rest(struct rs_zsock *z, zmq_msg_t *m, int *more)
+{
+    rs_err e = recv_frame(z, m, more);
+    return e == RS_OK ? e : recv_frame(z, m, more);
+}
+
 /* Discards the rest of a message (multipart messages arrive whole, so this never waits). */
 static void drain(struct rs_zsock *z, int more)
 {
     while (more) {
         zmq_msg_t m;
         zmq_msg_init(&m);
-        if (recv_frame(z, &m, &more) != RS_OK)
+        if (recv_rest(z, &m, &more) != RS_OK)
             more = 0;
         zmq_msg_close(&m);
     }
@@ -426,12 +492,12 @@ rs_err rs_zsock_recv(rs_zsock *z, struct rs_zsock_peer *peer, zmq_msg_t *body, i
             return reject(z, body, 0, RS_EPROTO, "routing id without a body");
     }
     if (e == RS_OK && z->role != RS_ZSOCK_PULL) { /* the empty delimiter frame */
-        e = recv_frame(z, body, &more);
+        e = z->role == RS_ZSOCK_ROUTER ? recv_rest(z, body, &more) : recv_frame(z, body, &more);
         if (e == RS_OK && (zmq_msg_size(body) != 0 || !more))
             return reject(z, body, more, RS_EPROTO, "no empty delimiter frame before the body");
     }
     if (e == RS_OK)
-        e = recv_frame(z, body, &more);
+        e = z->role == RS_ZSOCK_PULL ? recv_frame(z, body, &more) : recv_rest(z, body, &more);
     if (e != RS_OK)
         return e;
     if (more)

@@ -47,6 +47,11 @@ struct rs_zsock_cfg {
     const char *curve_server_public;   /* DEALER with CURVE: the server's public key, z85 */
     rs_zauth *zauth;                   /* ROUTER with CURVE: the running ZAP handler */
     unsigned ipc_mode;                 /* bound ipc:// socket file mode (e.g. 0660) */
+    unsigned max_conns;                /* bound roles: connections kept open at once; more
+                                          are closed (zsock_cap.h). Default: env
+                                          RINGSERVE_MAX_CONNS, else 1024 */
+    unsigned max_conns_per_peer;       /* of those, per peer uid (ipc) or address (tcp).
+                                          Default: env RINGSERVE_MAX_CONNS_PER_PEER, else 256 */
     int take_over;                     /* bind over a live ipc:// listener (warned): for a
                                           stage that has just fenced the previous incarnation,
                                           which may be SIGSTOPped but still holds the path */
@@ -63,6 +68,8 @@ struct rs_zsock_stats {
     uint64_t dropped;  /* sends refused: peer absent, unknown or at its high-water mark */
     uint64_t received; /* well-formed messages returned to the caller */
     uint64_t rejected; /* received messages refused: bad envelope or body too large */
+    uint64_t conns_refused; /* bound roles: connections closed at a cap */
+    uint32_t conns_open;    /* bound roles: connections open now */
 };
 
 typedef struct rs_zsock rs_zsock;

@@ -139,7 +139,9 @@ rs_err rs_model_load(const char *path, const struct rs_model_opts *opts, rs_mode
         return RS_ENOMEM;
     }
     rs_err rc = resolve_opts(opts, &m->opts, &m->ops, err, err_len);
-    if (rc == RS_OK && (rc = rs_gguf_open(path, &m->gguf, err, err_len)) != RS_OK)
+    /* A private copy: the file truncated or rewritten under a serving launcherd must not
+     * crash it (SIGBUS) or change its outputs. */
+    if (rc == RS_OK && (rc = rs_gguf_open_private(path, &m->gguf, err, err_len)) != RS_OK)
         rs_log_error("model: %s", err);
     if (rc == RS_OK)
         rc = llama_desc_load(m->gguf, &m->desc, err, err_len);

@@ -81,6 +81,12 @@ def pid_running(pid):
         return False
 
 
+def lock_dir():
+    """ops/serve's per-user lock directory."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    return f"{xdg if xdg.startswith('/') else '/tmp'}/ringserve-locks-{os.getuid()}"
+
+
 class Instance:
     """One ops/serve run: its model, state directory, instance name, and its teardown."""
 
@@ -184,7 +190,7 @@ class Instance:
         subprocess.run([os.path.join(BIN, "ringserve-shm"), "rm", f"/ringserve-{self.name}"],
                        capture_output=True)
         try:
-            os.unlink(f"/tmp/ringserve-{os.getuid()}-{self.name}.lock")  # left by a SIGKILL
+            os.unlink(os.path.join(lock_dir(), f"{self.name}.lock"))  # left by a SIGKILL
         except FileNotFoundError:
             pass
         shutil.rmtree(self.dir, ignore_errors=True)

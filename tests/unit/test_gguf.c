@@ -317,7 +317,68 @@ static int test_reads_version_2(void)
     return 0;
 }
 
+
+/* Copies refdata file `name` to a fresh temporary path (out, cap bytes); 0 on success. */
+static int copy_to_tmp(const char *name, char *out, size_t cap)
+{
+    char src[480];
+    if (rs_test_refdata(name, src, sizeof(src)) == NULL)
+        return RS_TEST_SKIP;
+    snprintf(out, cap, "/tmp/rs-gguf-private-%d.gguf", (int)getpid());
+    FILE *in = fopen(src, "rb"), *o = fopen(out, "wb");
+    char buf[65536];
+    size_t n;
+    while (in != NULL && o != NULL && (n = fread(buf, 1, sizeof(buf), in)) > 0)
+        fwrite(buf, 1, n, o);
+    int ok = in != NULL && o != NULL;
+    if (in != NULL)
+        fclose(in);
+    if (o != NULL)
+        fclose(o);
+    return ok ? 0 : 1;
+}
+
+/* The private copy holds the bytes it read: the file rewritten and truncated changes none. */
+static int test_private_open_survives_rewrite_and_truncation(void)
+{
+    char path[128], err[256];
+    int rc = copy_to_tmp("stories260K.gguf", path, sizeof(path));
+    if (rc != 0)
+        return rc;
+    rs_gguf *shared, *priv;
+    RS_CHECK(rs_gguf_open(path, &shared, err, sizeof(err)) == RS_OK);
+    RS_CHECK_MSG(rs_gguf_open_private(path, &priv, err, sizeof(err)) == RS_OK, "%s", err);
+    uint64_t n = rs_gguf_n_tensors(priv);
+    RS_CHECK(n > 0 && n == rs_gguf_n_tensors(shared));
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const struct rs_gguf_tensor *a = rs_gguf_tensor(priv, i), *b = rs_gguf_tensor(shared, i);
+        RS_CHECK(a->nbytes == b->nbytes && memcmp(a->data, b->data, a->nbytes) == 0);
+        for (uint64_t k = 0; k < a->nbytes; k++)
+            sum += ((const unsigned char *)a->data)[k];
+    }
+    rs_gguf_close(&shared); /* touching a shared mapping after truncation would be SIGBUS */
+    FILE *f = fopen(path, "r+b");
+    RS_CHECK(f != NULL && fseek(f, (long)rs_gguf_data_offset(priv), SEEK_SET) == 0);
+    for (uint64_t k = rs_gguf_data_offset(priv); k < rs_gguf_file_size(priv); k++)
+        fputc(0xff, f);
+    fclose(f);
+    RS_CHECK(truncate(path, 4096) == 0);
+    uint64_t again = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const struct rs_gguf_tensor *a = rs_gguf_tensor(priv, i);
+        for (uint64_t k = 0; k < a->nbytes; k++)
+            again += ((const unsigned char *)a->data)[k];
+    }
+    RS_CHECK(again == sum);
+    rs_gguf_close(&priv);
+    RS_CHECK(rs_gguf_open_private(path, &priv, err, sizeof(err)) == RS_EINVAL); /* now short */
+    unlink(path);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_private_open_survives_rewrite_and_truncation),
     RS_TEST(test_reads_stories260k),
     RS_TEST(test_writer_round_trip),
     RS_TEST(test_writer_honours_alignment_key),

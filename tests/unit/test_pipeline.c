@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The pipeline layout: open-or-create per stage, configuration checks, record validation. */
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ipc/pipeline_batch.h"
 #include "ipc/pipeline_kv.h"
@@ -213,7 +217,85 @@ static int test_request_invariants_are_checked(void)
     return 0;
 }
 
+
+/* Opens the instance's segment file by name and returns its fstat. */
+static int seg_stat(const struct rs_pipe_config *c, struct stat *st)
+{
+    char name[300];
+    if (rs_shm_name(c->instance, name, sizeof(name)) != RS_OK)
+        return -1;
+    int fd = shm_open(name, O_RDONLY, 0);
+    int rc = fd >= 0 ? fstat(fd, st) : -1;
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/*
+ * A valid segment image another user made (or left group/world writable) is refused with
+ * a message naming owner and mode, and left exactly as it was: same file, owner, mode.
+ */
+static int test_foreign_segment_is_refused_untouched(void)
+{
+    struct rs_pipe_config c;
+    int rc = make_config(&c);
+    if (rc != 0)
+        return rc;
+    struct rs_pipe *p;
+    char err[320], name[300];
+    RS_CHECK(rs_pipe_open(&c, RS_PIPE_STAGE_SCHEDULERD, &p, err, sizeof(err)) == RS_OK);
+    rs_pipe_close(&p);
+    RS_CHECK(rs_shm_name(c.instance, name, sizeof(name)) == RS_OK);
+    int fd = shm_open(name, O_RDWR, 0);
+    RS_CHECK(fd >= 0 && fchmod(fd, 0666) == 0);
+    int root = geteuid() == 0;
+    if (root) /* as root the planted file can belong to another user for real */
+        RS_CHECK(fchown(fd, 65534, 65534) == 0);
+    close(fd);
+    struct stat before, after;
+    RS_CHECK(seg_stat(&c, &before) == 0);
+    rs_err e = rs_pipe_open(&c, RS_PIPE_STAGE_TOKENIZERD, &p, err, sizeof(err));
+    RS_CHECK_MSG(e == RS_EINVAL && p == NULL, "got %s: %s", rs_strerror(e), err);
+    RS_CHECK_MSG(strstr(err, "0666") != NULL, "%s", err);
+    RS_CHECK_MSG(!root || strstr(err, "uid 65534") != NULL, "%s", err);
+    RS_CHECK(seg_stat(&c, &after) == 0);
+    RS_CHECK(after.st_ino == before.st_ino && after.st_uid == before.st_uid &&
+             (after.st_mode & 07777) == 0666 && after.st_size == before.st_size);
+    RS_CHECK(rs_shm_reclaim(name) == (root ? RS_EINVAL : RS_EEXIST));
+    RS_CHECK(seg_stat(&c, &after) == 0 && after.st_ino == before.st_ino);
+    RS_CHECK(rs_pipe_unlink(c.instance) == RS_OK);
+    return 0;
+}
+
+/* Bytes of our own that are no segment (another program's, or garbage) are replaced. */
+static int test_own_garbage_segment_is_replaced(void)
+{
+    struct rs_pipe_config c;
+    int rc = make_config(&c);
+    if (rc != 0)
+        return rc;
+    char name[300], err[320], junk[8192];
+    RS_CHECK(rs_shm_name(c.instance, name, sizeof(name)) == RS_OK);
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (char)(i * 131 + 7);
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    RS_CHECK(fd >= 0 && write(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk));
+    close(fd);
+    struct stat before, after;
+    RS_CHECK(seg_stat(&c, &before) == 0);
+    struct rs_pipe *p;
+    rs_err e = rs_pipe_open(&c, RS_PIPE_STAGE_TOKENIZERD, &p, err, sizeof(err));
+    RS_CHECK_MSG(e == RS_OK, "got %s: %s", rs_strerror(e), err);
+    RS_CHECK(seg_stat(&c, &after) == 0 && after.st_ino != before.st_ino);
+    RS_CHECK((after.st_mode & 07777) == 0600);
+    rs_pipe_close(&p);
+    RS_CHECK(rs_pipe_unlink(c.instance) == RS_OK);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_foreign_segment_is_refused_untouched),
+    RS_TEST(test_own_garbage_segment_is_replaced),
     RS_TEST(test_request_invariants_are_checked),
     RS_TEST(test_config_resolves_from_facts_without_a_file),
     RS_TEST(test_every_stage_opens_one_segment),

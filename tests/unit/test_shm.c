@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ipc/role.h"
@@ -523,7 +524,52 @@ static int test_peek_reads_the_header_without_attaching(void)
     return 0;
 }
 
+
+/* A valid segment is kept; one whose creator died before publishing it is removed. */
+static int test_reclaim_keeps_valid_and_removes_dead_creation(void)
+{
+    struct rs_shm_region_spec s[5];
+    struct fx f;
+    layout(s, 16);
+    RS_CHECK(fx_create(&f, s, 5) == 0);
+    RS_CHECK(rs_shm_reclaim(f.name) == RS_EEXIST);
+    struct shm_hdr *h = rs_shm_base(f.shm);
+    atomic_store(&h->state, SHM_INITIALIZING);
+    RS_CHECK(rs_shm_reclaim(f.name) == RS_EEXIST); /* its creator (this process) lives */
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    RS_CHECK(pid > 0 && waitpid(pid, NULL, 0) == pid);
+    h->creator_pid = (uint32_t)pid;
+    RS_CHECK(rs_shm_reclaim(f.name) == RS_OK);
+    RS_CHECK(rs_shm_reclaim(f.name) == RS_ENOENT);
+    fx_destroy(&f);
+    return 0;
+}
+
+/* Our own segment with group or other bits is not attached writable; inspection still is. */
+static int test_attach_refuses_group_or_other_mode(void)
+{
+    struct rs_shm_region_spec s[5];
+    struct fx f;
+    layout(s, 16);
+    RS_CHECK(fx_create(&f, s, 5) == 0);
+    int fd = shm_open(f.name, O_RDWR, 0);
+    RS_CHECK(fd >= 0 && fchmod(fd, 0640) == 0);
+    close(fd);
+    rs_shm *a;
+    char why[320];
+    RS_CHECK(rs_shm_attach(f.name, s, 5, 0, why, sizeof(why), &a) == RS_EINVAL && a == NULL);
+    RS_CHECK_MSG(strstr(why, "0640") != NULL && strstr(why, "uid") != NULL, "%s", why);
+    RS_CHECK(rs_shm_attach(f.name, s, 5, RS_SHM_INSPECT, why, sizeof(why), &a) == RS_OK);
+    rs_shm_detach(&a);
+    fx_destroy(&f);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_reclaim_keeps_valid_and_removes_dead_creation),
+    RS_TEST(test_attach_refuses_group_or_other_mode),
     RS_TEST(test_peek_reads_the_header_without_attaching),
     RS_TEST(test_create_attach_round_trip),
     RS_TEST(test_region_lookup_names_kind_and_absence),

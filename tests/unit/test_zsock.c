@@ -25,6 +25,7 @@
 #include "ipc/rundir.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
+#include "ipc/failpoint_sys.h"
 #include "ipc/zauth.h"
 #include "ipc/zcert.h"
 #include "ipc/zsock.h"
@@ -706,7 +707,137 @@ static int test_key_files(void)
     return 0;
 }
 
+
+/* Sends `body` until the DEALER's handshake completes or about one second passed. */
+static rs_err send_within_a_second(rs_zsock *s, const void *body, size_t len)
+{
+    uint64_t deadline = rs_clock_ms() + 1000;
+    rs_err e;
+    while ((e = rs_zsock_send(s, body, len)) == RS_EAGAIN && rs_clock_ms() < deadline)
+        sleep_ms(5);
+    return e;
+}
+
+/* With its ZAP handler gone, a CURVE server lets nobody in, not even a listed key. */
+static int test_curve_fails_closed_when_the_zap_handler_is_gone(void)
+{
+    void *ctx = zmq_ctx_new();
+    struct rs_zcert server, good;
+    char list[256], text[256];
+    RS_CHECK(rs_zcert_generate(&server) == RS_OK && rs_zcert_generate(&good) == RS_OK);
+    path_in_tmp(list, sizeof(list), "allow-gone");
+    snprintf(text, sizeof(text), "%s\n", good.public_z85);
+    RS_CHECK(write_text(list, text) == 0);
+    rs_zauth *za;
+    rs_zsock *router, *client, *unlisted;
+    RS_CHECK(rs_zauth_create(ctx, list, &za) == RS_OK);
+    struct rs_zsock_cfg rc = cfg_of(RS_ZSOCK_ROUTER);
+    rc.curve = &server;
+    rc.zauth = za;
+    RS_CHECK(rs_zsock_create(ctx, RS_ZSOCK_ROUTER, "tcp://127.0.0.1:*", &rc, &router) == RS_OK);
+    rs_zauth_destroy(&za); /* what a crashed handler thread leaves */
+    const char *ep = rs_zsock_endpoint(router);
+    RS_CHECK((client = curve_client(ctx, ep, &good, &server)) != NULL);
+    struct rs_zcert other;
+    RS_CHECK(rs_zcert_generate(&other) == RS_OK);
+    RS_CHECK((unlisted = curve_client(ctx, ep, &other, &server)) != NULL);
+    RS_CHECK(send_within_a_second(client, "listed", 6) == RS_EAGAIN);
+    RS_CHECK(send_within_a_second(unlisted, "unlisted", 8) == RS_EAGAIN);
+    zmq_msg_t body;
+    zmq_msg_init(&body);
+    struct rs_zsock_peer peer;
+    RS_CHECK(rs_zsock_recv(router, &peer, &body, 300) == RS_EAGAIN);
+    zmq_msg_close(&body);
+    rs_zsock_destroy(&unlisted);
+    rs_zsock_destroy(&client);
+    rs_zsock_destroy(&router);
+    zmq_ctx_term(ctx);
+    unlink(list);
+    return 0;
+}
+
+/* The ZAP thread failing (its poll made to fail) stops the process with SIGTERM. */
+static int test_dead_zap_handler_stops_the_process(void)
+{
+    char list[256];
+    path_in_tmp(list, sizeof(list), "allow-dead");
+    RS_CHECK(write_text(list, "") == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *ctx = zmq_ctx_new();
+        rs_zauth *za;
+        if (rs_sys_fail_set("zmq_poll:1") != RS_OK || rs_zauth_create(ctx, list, &za) != RS_OK)
+            _exit(3);
+        for (int i = 0; i < 500; i++) /* the SIGTERM ends this wait */
+            sleep_ms(10);
+        _exit(rs_zauth_alive(za) ? 4 : 5);
+    }
+    int status;
+    RS_CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    RS_CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "child status 0x%x", status);
+    unlink(list);
+    return 0;
+}
+
+
+/* Waits (up to 5 s) until the socket has closed at least `refused` connections at a cap. */
+static bool wait_conns_refused(rs_zsock *z, uint64_t refused)
+{
+    uint64_t deadline = rs_clock_ms() + 5000;
+    struct rs_zsock_stats st;
+    do {
+        rs_zsock_stats(z, &st);
+        if (st.conns_refused >= refused)
+            return true;
+        sleep_ms(5);
+    } while (rs_clock_ms() < deadline);
+    return false;
+}
+
+/* One peer (this uid) gets max_conns_per_peer connections; the rest are closed, and a
+ * well-behaved DEALER is served again once the hog lets go. */
+static int test_connections_beyond_the_peer_cap_are_closed(void)
+{
+    void *ctx = zmq_ctx_new();
+    char ep[256];
+    ipc_endpoint(ep, sizeof(ep), "cap");
+    struct rs_zsock_cfg rc = cfg_of(RS_ZSOCK_ROUTER);
+    rc.max_conns = 8;
+    rc.max_conns_per_peer = 3;
+    rs_zsock *router, *dealer;
+    RS_CHECK(rs_zsock_create(ctx, RS_ZSOCK_ROUTER, ep, &rc, &router) == RS_OK);
+    int fds[10];
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    RS_CHECK(strlen(ep + 6) < sizeof(sa.sun_path));
+    memcpy(sa.sun_path, ep + 6, strlen(ep + 6) + 1);
+    for (int i = 0; i < 10; i++) {
+        fds[i] = socket(AF_UNIX, SOCK_STREAM, 0);
+        RS_CHECK(fds[i] >= 0 && connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    }
+    RS_CHECK(wait_conns_refused(router, 7));
+    struct rs_zsock_stats st;
+    rs_zsock_stats(router, &st);
+    RS_CHECK_MSG(st.conns_open == 3 && st.conns_refused == 7, "open %u refused %llu",
+                 st.conns_open, (unsigned long long)st.conns_refused);
+    for (int i = 0; i < 10; i++)
+        close(fds[i]);
+    RS_CHECK(rs_zsock_create(ctx, RS_ZSOCK_DEALER, ep, NULL, &dealer) == RS_OK);
+    RS_CHECK(send_when_connected(dealer, "hi", 2) == RS_OK);
+    zmq_msg_t body;
+    zmq_msg_init(&body);
+    struct rs_zsock_peer peer;
+    RS_CHECK(rs_zsock_recv(router, &peer, &body, 5000) == RS_OK && zmq_msg_size(&body) == 2);
+    zmq_msg_close(&body);
+    rs_zsock_destroy(&dealer);
+    rs_zsock_destroy(&router);
+    zmq_ctx_term(ctx);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_connections_beyond_the_peer_cap_are_closed),
+    RS_TEST(test_curve_fails_closed_when_the_zap_handler_is_gone),
+    RS_TEST(test_dead_zap_handler_stops_the_process),
     RS_TEST(test_router_dealer_round_trip),
     RS_TEST(test_router_unknown_peer_is_clear_error),
     RS_TEST(test_router_bounds_body_and_keeps_serving),
