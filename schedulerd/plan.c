@@ -271,6 +271,8 @@ int plan_step(struct sched *s)
     if (s->fenced)
         return RS_ESTALE;
     int rc = plan_running(s, &budget, 1);
+    if (rc >= 0) /* the decode pass planned only decodes: the budget sizes the rest */
+        budget = budget_step(s, s->n_plan, budget);
     if (rc > 0)
         rc = plan_running(s, &budget, 0);
     if (rc >= 0)
