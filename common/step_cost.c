@@ -12,7 +12,8 @@
 
 #include "common/step_cost.h"
 
-#define RIDGE 1e-3 /* ridge weight relative to the data's own scale */
+/* Ridge weight relative to the data's own scale: negligible wherever the data decide. */
+#define RIDGE 1e-7
 
 void rs_step_cost_init(struct rs_step_cost *c)
 {

@@ -47,7 +47,9 @@
     X(RS_M_SCH_APPLIED_NS_LAST, "applied_ns_last")                                                 \
     /* gauge: prefill tokens the step-time budget allowed in the latest step */                  \
     /* (--max-batched-tokens when no budget applies) */                                          \
-    X(RS_M_SCH_PREFILL_BUDGET_LAST, "prefill_budget_last")
+    X(RS_M_SCH_PREFILL_BUDGET_LAST, "prefill_budget_last")                                         \
+    /* steps whose prefill the step-time budget held below the token budget */                   \
+    X(RS_M_SCH_BUDGET_LIMITED, "budget_limited_steps")
 #define RS_PIPE_SCH_HISTS(X)                                                                       \
     X(RS_H_SCH_PLAN, "plan_us")                                                                    \
     X(RS_H_SCH_QUEUE_WAIT, "queue_wait_us")                                                        \

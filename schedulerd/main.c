@@ -34,8 +34,8 @@ static struct schedd the_daemon = {.budget = {MAX_STEP_MS_DEFAULT, MIN_PREFILL_D
 
 #define BO(f) (offsetof(struct budget_opts, f))
 static const struct rs_opt budget_opt_table[] = {
-    {.name = "max-step-ms", .kind = RS_OPT_U32, .off = BO(max_step_ms), .min = 0, .max = 600000,
-     .arg = "MS",
+    {.name = "max-step-ms", .kind = RS_OPT_DOUBLE, .off = BO(max_step_ms), .min = 0,
+     .max = 600000, .arg = "MS",
      .help = "step-time budget: prefill chunks sized so a step stays\n"
              "under MS by launcherd's measured cost per token; decodes\n"
              "are never cut (0: off, steps take --max-batched-tokens)"},
@@ -67,7 +67,7 @@ static void schedulerd_ready(void *self, struct rs_stage *st)
     const struct rs_pipe_config *c = &st->args.cfg;
     const struct schedd *d = self;
     rs_log_info("serving instance %s: %u KV blocks of %u tokens, %u seqs / %u tokens per "
-                "step, prefix caching %s, policy %s, step budget %u ms (min %u prefill tokens)",
+                "step, prefix caching %s, policy %s, step budget %g ms (min %u prefill tokens)",
                 c->instance, c->n_kv_blocks, c->block_size, c->max_seqs, c->max_batched_tokens,
                 c->prefix_caching ? "on" : "off", c->priority_policy ? "priority" : "fcfs",
                 d->budget.max_step_ms, d->budget.min_prefill);

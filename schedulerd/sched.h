@@ -141,7 +141,7 @@ struct plan_seq {
 
 /* The step-time budget's options (schedulerd --max-step-ms, --min-prefill-tokens). */
 struct budget_opts {
-    uint32_t max_step_ms; /* a step's target time by the measured cost model; 0: no budget */
+    double max_step_ms;   /* a step's target time by the measured cost model; 0: no budget */
     uint32_t min_prefill; /* prefill tokens a step may take whatever the budget says (>= 1) */
 };
 
