@@ -40,8 +40,6 @@ uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t cap)
         fit.decode_ps = atomic_load_explicit(&lm->counter[RS_M_LAU_COST_DECODE_PS],
                                              memory_order_relaxed);
         n = budget_prefill(&s->budget, &fit, n_decode, cap);
-        if (n < cap)
-            rs_counter_add(&s->m->counter[RS_M_SCH_BUDGET_LIMITED], 1);
     }
     rs_gauge_set(&s->m->counter[RS_M_SCH_PREFILL_BUDGET_LAST], n);
     return n;
