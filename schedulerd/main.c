@@ -19,7 +19,7 @@
 #define DRAIN_MAX 4096 /* doorbells handled per pass before working again */
 
 /* Defaults of the step-time budget (schedulerd/README.md, "Step-time budget"). */
-#define MAX_STEP_MS_DEFAULT 0
+#define MAX_STEP_MS_DEFAULT 100.0
 #define MIN_PREFILL_DEFAULT 32
 
 struct schedd {
@@ -38,7 +38,8 @@ static const struct rs_opt budget_opt_table[] = {
      .max = 600000, .arg = "MS",
      .help = "step-time budget: prefill chunks sized so a step stays\n"
              "under MS by launcherd's measured cost per token; decodes\n"
-             "are never cut (0: off, steps take --max-batched-tokens)"},
+             "are never cut (default 100; 0: off, steps take\n"
+             "--max-batched-tokens)"},
     {.name = "min-prefill-tokens", .kind = RS_OPT_U32, .off = BO(min_prefill), .min = 1,
      .max = 1u << 20, .arg = "N",
      .help = "prefill tokens a step takes whatever the budget says,\n"

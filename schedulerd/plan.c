@@ -7,8 +7,9 @@
  * requests in the same order with prefix-cache hits, without skipping the
  * head of the queue. When blocks run out, the latest running requests not yet
  * in the batch are preempted for recompute (lowest priority, then latest
- * arrival, first). Cost per step is O(running + admitted tokens). Leaves out
- * writing the batch (batch.c).
+ * arrival, first). The step-time budget (budget.c) sizes what the chunks
+ * and admissions may take once the decodes are planned. Cost per step is
+ * O(running + admitted tokens). Leaves out writing the batch (batch.c).
  */
 #include "common/clock.h"
 #include "common/log.h"

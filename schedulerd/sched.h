@@ -284,8 +284,8 @@ rs_err req_reset_all(struct sched *s, uint32_t inc);
 /* plan.c: decides the next step -------------------------------------------------------------- */
 
 /*
- * Builds s->plan under max_seqs / max_batched_tokens: running requests in
- * (prio, handle) order (finishing those with a finish word, allocating
+ * Builds s->plan under max_seqs / max_batched_tokens (and the step-time
+ * budget for prefill, budget.c): running requests in (prio, handle) order (finishing those with a finish word, allocating
  * blocks, preempting the latest ones not yet in the batch when blocks run
  * out), then admits waiting requests in order with prefix-cache hits while
  * slots, tokens and blocks last. Returns the number of sequences planned, or
