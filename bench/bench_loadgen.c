@@ -13,8 +13,9 @@
  * gateway's cost is read against the native path in the same run; --sweep
  * repeats both over concurrencies and plots them (gnuplot); --idle holds
  * idle keep-alive connections meanwhile; --storm SIGKILLs gatewayd while
- * clients retry with Idempotency-Keys and counts requests run twice.
- * Leaves out: goodput SLOs, burstiness other than Poisson.
+ * clients retry with Idempotency-Keys and counts requests run twice;
+ * --sweep-step-ms restarts the instance at each schedulerd step-time budget
+ * (loadgen_steps.h). Leaves out: goodput SLOs, burstiness other than Poisson.
  */
 #include <math.h>
 #include <netinet/in.h>
@@ -58,6 +59,8 @@ struct lg_args {
     struct span storm;        /* --storm A:B ms between gatewayd SIGKILLs; 0 = off */
     int no_native;            /* --no-native: only the HTTP run */
     uint32_t rounds;          /* --rounds R: native and HTTP alternated R times */
+    const char *sweep_step;   /* --sweep-step-ms budgets "0,20,50", or NULL */
+    char step_ms[32];         /* schedulerd --max-step-ms of the next --start ("": its default) */
 };
 
 struct lg;
@@ -618,6 +621,10 @@ static const struct rs_opt http_opts[] = {
     {.name = "sweep", .kind = RS_OPT_ARG, .off = LG(sweep), .arg = "C1,C2,...",
      .help = "both runs at each concurrency (clients = C): a table,\n"
              "and a PNG chart (gnuplot) of throughput and TTFT/TPOT"},
+    {.name = "sweep-step-ms", .kind = RS_OPT_ARG, .off = LG(sweep_step), .arg = "MS1,MS2,...",
+     .help = "(--start) the native run at each schedulerd step-time\n"
+             "budget (--max-step-ms; 0: off), the instance restarted\n"
+             "per budget: throughput, TTFT and ITL p50/p99 per budget"},
     {.name = "plot", .kind = RS_OPT_ARG, .off = LG(plot), .arg = "FILE",
      .help = "the chart (default build/loadgen-sweep.png)"},
     {.name = "rounds", .kind = RS_OPT_U32, .off = LG(rounds), .min = 1, .max = 100000,
@@ -661,6 +668,10 @@ static int check_args(struct lg_args *a, char *err, size_t len)
     }
     if (a->storm.lo > 0 && (a->http == NULL || strcmp(a->http, "start") != 0)) {
         snprintf(err, len, "--storm needs --start --http start (loadgen must own gatewayd)");
+        return -1;
+    }
+    if (a->sweep_step != NULL && (!a->start || a->sweep != NULL || a->http != NULL)) {
+        snprintf(err, len, "--sweep-step-ms needs --start, without --sweep and --http");
         return -1;
     }
     if (a->no_native && (a->http == NULL || a->storm.lo > 0)) {
@@ -724,6 +735,10 @@ static int start_instance(struct lg_args *a, struct rs_harness *h)
     o.launcher_threads = a->threads;
     o.fast_kernels = 1;
     o.ready_timeout_ms = 120000;
+    if (a->step_ms[0] != '\0') {
+        o.extra[RS_PIPE_STAGE_SCHEDULERD][0] = "--max-step-ms";
+        o.extra[RS_PIPE_STAGE_SCHEDULERD][1] = a->step_ms;
+    }
     char bindir[512];
     ssize_t n = readlink("/proc/self/exe", bindir, sizeof(bindir) - 1);
     if (n > 0 && getenv("RS_BIN") == NULL) { /* the daemons sit beside this program */
@@ -1076,6 +1091,8 @@ static int sweep(struct lg *g)
     return 0;
 }
 
+#include "bench/loadgen_steps.h"
+
 static int run(struct lg *g)
 {
     static struct figures fn[64], fh[64];
@@ -1090,6 +1107,8 @@ static int run(struct lg *g)
         return 1;
     if (g->a.sweep != NULL)
         return sweep(g);
+    if (g->a.sweep_step != NULL)
+        return sweep_steps(g);
     if (g->a.storm.lo > 0)
         return storm(g);
     uint32_t rounds = g->a.rounds > 64 ? 64 : g->a.rounds, failed = 0;

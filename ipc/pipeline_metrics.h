@@ -44,7 +44,12 @@
     /* gauge: ns the latest step took to plan and write (exact) */                                 \
     X(RS_M_SCH_PLAN_NS_LAST, "plan_ns_last")                                                       \
     /* gauge: CLOCK_MONOTONIC when the latest result was applied */                                \
-    X(RS_M_SCH_APPLIED_NS_LAST, "applied_ns_last")
+    X(RS_M_SCH_APPLIED_NS_LAST, "applied_ns_last")                                                 \
+    /* gauge: prefill tokens the step-time budget allowed in the latest step */                  \
+    /* (--max-batched-tokens when no budget applies) */                                          \
+    X(RS_M_SCH_PREFILL_BUDGET_LAST, "prefill_budget_last")                                         \
+    /* steps whose prefill the step-time budget held below the token budget */                   \
+    X(RS_M_SCH_BUDGET_LIMITED, "budget_limited_steps")
 #define RS_PIPE_SCH_HISTS(X)                                                                       \
     X(RS_H_SCH_PLAN, "plan_us")                                                                    \
     X(RS_H_SCH_QUEUE_WAIT, "queue_wait_us")                                                        \
@@ -58,7 +63,13 @@
     X(RS_M_LAU_REJECTED, "rejected_batches")                                                       \
     X(RS_M_LAU_SEQ_ERRORS, "seq_errors")                                                           \
     X(RS_M_LAU_REDONE, "redone_tokens")                                                            \
-    X(RS_M_LAU_FINISHED, "finished")
+    X(RS_M_LAU_FINISHED, "finished")                                                               \
+    /* gauges: the step cost model fitted over the latest steps (common/step_cost.h), */         \
+    /* read by schedulerd's step-time budget; cost_steps 0 = no fit yet */                       \
+    X(RS_M_LAU_COST_FIXED_NS, "cost_fixed_ns")                                                     \
+    X(RS_M_LAU_COST_PREFILL_PS, "cost_prefill_ps_per_token")                                       \
+    X(RS_M_LAU_COST_DECODE_PS, "cost_decode_ps_per_token")                                         \
+    X(RS_M_LAU_COST_STEPS, "cost_steps")
 #define RS_PIPE_LAU_HISTS(X)                                                                       \
     X(RS_H_LAU_FORWARD, "forward_us")                                                              \
     X(RS_H_LAU_PICKUP, "pickup_us")                                                                \

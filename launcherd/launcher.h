@@ -15,6 +15,7 @@
 #include "common/err.h"
 #include "common/opt.h"
 #include "common/placement.h"
+#include "common/step_cost.h"
 #include "common/vocab.h"
 #include "ipc/pipeline_batch.h"
 #include "ipc/pipeline_door.h"
@@ -72,8 +73,19 @@ struct launcher {
     struct rs_ring_rd rd;
     int held, crc_ok;
     int busy;            /* the last pass answered a batch: look again without waiting */
+
+    struct rs_step_cost cost; /* measured steps for schedulerd's step-time budget (cost.c) */
     uint64_t spin_until; /* CLOCK_MONOTONIC until which the loop polls instead of sleeping */
 };
+
+/*
+ * Adds the step of a batch's seqs[0..n_seqs) (forward + sampling, ns; n_seqs
+ * as checked) to l->cost and publishes the
+ * refitted cost model in launcherd's metrics block (cost_* gauges) for
+ * schedulerd's step-time budget. launcherd's main thread, after each step.
+ */
+void launcher_cost_note(struct launcher *l, const struct rs_pipe_batch_seq *seqs, uint32_t n_seqs,
+                        uint64_t ns);
 
 /*
  * Loads the model at cfg->model_path with opts, its vocab's end-of-generation

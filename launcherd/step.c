@@ -200,6 +200,8 @@ static uint32_t run_batch(struct launcher *l, const struct rs_pipe_batch *b,
         }
     }
     res->sample_ns = rs_clock_ns() - t1;
+    if (rc == RS_OK)
+        launcher_cost_note(l, seqs, n_seqs, res->forward_ns + res->sample_ns);
     res->status = info->n_refused == 0 ? RS_PIPE_RESULT_OK : RS_PIPE_RESULT_ERROR;
     res->n_rows = n_seqs;
     struct rs_metrics_block *m = metrics(l);

@@ -8,6 +8,7 @@
  * Doorbells are only hints; every pass also looks at shared memory. Leaves
  * out the scheduling itself (the other files of this directory).
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -17,18 +18,45 @@
 
 #define DRAIN_MAX 4096 /* doorbells handled per pass before working again */
 
+/* Defaults of the step-time budget (schedulerd/README.md, "Step-time budget"). */
+#define MAX_STEP_MS_DEFAULT 100.0
+#define MIN_PREFILL_DEFAULT 32
+
 struct schedd {
     struct sched *s;
+    struct budget_opts budget;
     int wait_ms;           /* the first pass works at once: a restart may find a batch to plan */
     struct rs_wire_door door;
 };
 
-static struct schedd the_daemon; /* static: a fenced exit leaves it as it is (stage.h) */
+/* static: a fenced exit leaves it as it is (stage.h) */
+static struct schedd the_daemon = {.budget = {MAX_STEP_MS_DEFAULT, MIN_PREFILL_DEFAULT}};
+
+#define BO(f) (offsetof(struct budget_opts, f))
+static const struct rs_opt budget_opt_table[] = {
+    {.name = "max-step-ms", .kind = RS_OPT_DOUBLE, .off = BO(max_step_ms), .min = 0,
+     .max = 600000, .arg = "MS",
+     .help = "step-time budget: prefill chunks sized so a step stays\n"
+             "under MS by launcherd's measured cost per token; decodes\n"
+             "are never cut (default 100; 0: off, steps take\n"
+             "--max-batched-tokens)"},
+    {.name = "min-prefill-tokens", .kind = RS_OPT_U32, .off = BO(min_prefill), .min = 1,
+     .max = 1u << 20, .arg = "N",
+     .help = "prefill tokens a step takes whatever the budget says,\n"
+             "so new requests start while decodes fill it (default 32)"},
+    {0},
+};
+
+static const struct rs_opt_group groups[] = {
+    {"schedulerd options", budget_opt_table, &the_daemon.budget, NULL},
+};
 
 static rs_err schedulerd_attach(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct schedd *d = self;
     rs_err rc = sched_create(st->p, &st->doors, &d->s);
+    if (rc == RS_OK)
+        d->s->budget = d->budget;
     if (rc != RS_OK)
         snprintf(err, err_len, "cannot rebuild the schedule from shared memory: %s",
                  rs_strerror(rc));
@@ -38,11 +66,12 @@ static rs_err schedulerd_attach(void *self, struct rs_stage *st, char *err, size
 static void schedulerd_ready(void *self, struct rs_stage *st)
 {
     const struct rs_pipe_config *c = &st->args.cfg;
-    (void)self;
+    const struct schedd *d = self;
     rs_log_info("serving instance %s: %u KV blocks of %u tokens, %u seqs / %u tokens per "
-                "step, prefix caching %s, policy %s", c->instance, c->n_kv_blocks,
-                c->block_size, c->max_seqs, c->max_batched_tokens,
-                c->prefix_caching ? "on" : "off", c->priority_policy ? "priority" : "fcfs");
+                "step, prefix caching %s, policy %s, step budget %g ms (min %u prefill tokens)",
+                c->instance, c->n_kv_blocks, c->block_size, c->max_seqs, c->max_batched_tokens,
+                c->prefix_caching ? "on" : "off", c->priority_policy ? "priority" : "fcfs",
+                d->budget.max_step_ms, d->budget.min_prefill);
 }
 
 /* Applies one doorbell; returns 1 when it asks for a rescan. */
@@ -87,6 +116,8 @@ static const struct rs_stage_def def = {
              "Plans iteration-level batches (chunked prefill mixed with decodes) over a\n"
              "paged KV block pool with prefix caching and recompute preemption.\n",
     .place_role = RS_PLACE_OTHER,
+    .groups = groups,
+    .n_groups = sizeof(groups) / sizeof(groups[0]),
     .attach = schedulerd_attach,
     .ready = schedulerd_ready,
     .pass = schedulerd_pass,

@@ -7,8 +7,9 @@
  * requests in the same order with prefix-cache hits, without skipping the
  * head of the queue. When blocks run out, the latest running requests not yet
  * in the batch are preempted for recompute (lowest priority, then latest
- * arrival, first). Cost per step is O(running + admitted tokens). Leaves out
- * writing the batch (batch.c).
+ * arrival, first). The step-time budget (budget.c) sizes what the chunks
+ * and admissions may take once the decodes are planned. Cost per step is
+ * O(running + admitted tokens). Leaves out writing the batch (batch.c).
  */
 #include "common/clock.h"
 #include "common/log.h"
@@ -271,9 +272,15 @@ int plan_step(struct sched *s)
     if (s->fenced)
         return RS_ESTALE;
     int rc = plan_running(s, &budget, 1);
+    uint32_t left = budget;
+    if (rc >= 0) /* the decode pass planned only decodes: the budget sizes the rest */
+        budget = budget_step(s, s->n_plan, left);
+    int limited = budget < left;
     if (rc > 0)
         rc = plan_running(s, &budget, 0);
     if (rc >= 0)
         rc = plan_admit(s, &budget);
+    if (rc >= 0 && limited && budget == 0) /* the step budget ran out before the token one */
+        rs_counter_add(&s->m->counter[RS_M_SCH_BUDGET_LIMITED], 1);
     return rc < 0 ? rc : (int)s->n_plan;
 }

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "common/step_cost.h"
 #include "ipc/pipeline_door.h"
 #include "ipc/pipeline_kv.h"
 
@@ -138,6 +139,12 @@ struct plan_seq {
     uint32_t want_logits;
 };
 
+/* The step-time budget's options (schedulerd --max-step-ms, --min-prefill-tokens). */
+struct budget_opts {
+    double max_step_ms;   /* a step's target time by the measured cost model; 0: no budget */
+    uint32_t min_prefill; /* prefill tokens a step may take whatever the budget says (>= 1) */
+};
+
 struct sched {
     struct rs_pipe *p;
     struct rs_pipe_doors *doors; /* borrowed; NULL = ring nobody */
@@ -165,6 +172,7 @@ struct sched {
     int32_t *tokbuf;             /* cfg.n_ctx tokens of scratch */
     uint32_t *blkbuf;            /* cfg.max_blocks_per_seq blocks of scratch */
     uint64_t *hashbuf;           /* cfg.max_blocks_per_seq hashes of scratch */
+    struct budget_opts budget;   /* zero (no budget) from sched_create; main.c sets it */
 };
 
 /* sched.c ------------------------------------------------------------------------------------ */
@@ -276,8 +284,8 @@ rs_err req_reset_all(struct sched *s, uint32_t inc);
 /* plan.c: decides the next step -------------------------------------------------------------- */
 
 /*
- * Builds s->plan under max_seqs / max_batched_tokens: running requests in
- * (prio, handle) order (finishing those with a finish word, allocating
+ * Builds s->plan under max_seqs / max_batched_tokens (and the step-time
+ * budget for prefill, budget.c): running requests in (prio, handle) order (finishing those with a finish word, allocating
  * blocks, preempting the latest ones not yet in the batch when blocks run
  * out), then admits waiting requests in order with prefix-cache hits while
  * slots, tokens and blocks last. Returns the number of sequences planned, or
@@ -291,6 +299,24 @@ int plan_step(struct sched *s);
  * needed). Fills s->blkbuf[0..n) and s->hashbuf, returns n.
  */
 uint32_t plan_prefix_match(struct sched *s, const int32_t *tok, uint32_t len);
+
+/* budget.c: the step-time budget -------------------------------------------------------- */
+
+/*
+ * Prefill tokens a step holding n_decode decodes may take so that
+ * fit's predicted time stays under o->max_step_ms: at least o->min_prefill,
+ * at most cap (the tokens left under --max-batched-tokens). cap when there
+ * is no budget or the fit has no prefill cost. Pure.
+ */
+uint32_t budget_prefill(const struct budget_opts *o, const struct rs_step_cost_fit *fit,
+                        uint32_t n_decode, uint32_t cap);
+
+/*
+ * budget_prefill with the fit launcherd publishes (its cost_* gauges; cap
+ * while none is published); the result also goes to the
+ * prefill_budget_last gauge.
+ */
+uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t cap);
 
 /* batch.c: writes and commits the planned batch -------------------------------------------- */
 

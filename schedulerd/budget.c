@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The step-time budget: how many prefill tokens the next step may take so
+ * that, by launcherd's measured cost model (its cost_* gauges, common/
+ * step_cost.h), the step stays under --max-step-ms. Decodes are never cut
+ * (each is one token of a request already streaming: cutting one stalls its
+ * client for a whole step); the prefill chunks and admissions share what is
+ * left, and at least --min-prefill-tokens, so a new request's first token
+ * still comes while many decodes fill the budget. With no budget, or no fit
+ * published yet, the step takes --max-batched-tokens as before. Outputs do
+ * not depend on the chunking (DESIGN.md 4), so the budget moves only time.
+ */
+#include "ipc/pipeline_metrics.h"
+#include "schedulerd/sched.h"
+
+uint32_t budget_prefill(const struct budget_opts *o, const struct rs_step_cost_fit *fit,
+                        uint32_t n_decode, uint32_t cap)
+{
+    if (!(o->max_step_ms > 0) || fit->prefill_ps == 0)
+        return cap;
+    uint64_t step_ns = (uint64_t)(o->max_step_ms * 1e6 + 0.5);
+    uint64_t used_ns = rs_step_cost_predict(fit, 0, n_decode);
+    uint64_t n = used_ns < step_ns ? (step_ns - used_ns) * 1000u / fit->prefill_ps : 0;
+    if (n < o->min_prefill)
+        n = o->min_prefill;
+    return n < cap ? (uint32_t)n : cap;
+}
+
+uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t cap)
+{
+    const struct rs_metrics_block *lm = &s->p->metrics->stage[RS_PIPE_STAGE_LAUNCHERD];
+    struct rs_step_cost_fit fit = {0};
+    uint32_t n = cap;
+    if (s->budget.max_step_ms > 0 &&
+        atomic_load_explicit(&lm->counter[RS_M_LAU_COST_STEPS], memory_order_relaxed) != 0) {
+        fit.fixed_ns = atomic_load_explicit(&lm->counter[RS_M_LAU_COST_FIXED_NS],
+                                            memory_order_relaxed);
+        fit.prefill_ps = atomic_load_explicit(&lm->counter[RS_M_LAU_COST_PREFILL_PS],
+                                              memory_order_relaxed);
+        fit.decode_ps = atomic_load_explicit(&lm->counter[RS_M_LAU_COST_DECODE_PS],
+                                             memory_order_relaxed);
+        n = budget_prefill(&s->budget, &fit, n_decode, cap);
+    }
+    rs_gauge_set(&s->m->counter[RS_M_SCH_PREFILL_BUDGET_LAST], n);
+    return n;
+}
