@@ -52,6 +52,8 @@ struct rs_client {
     bool tok_down, post_down;  /* a disconnect was seen and no handshake since */
     uint8_t rid[RS_CLIENT_RID_MAX];
     size_t rid_len;
+    char secret[RS_WIRE_SECRET_MAX + 1]; /* sent in every hello, never logged; "" = none */
+    size_t secret_len;
     char keep_prefix[RS_CLIENT_ID_CAP]; /* ids never released (rs_client_opts.keep_prefix) */
     size_t keep_len;
     uint32_t ack_timeout_ms, stall_ms, request_timeout_ms;
@@ -131,6 +133,10 @@ rs_err client_send(rs_client *c, rs_zsock *s, const uint8_t *body, size_t len);
 
 /* Encodes m with the client's buffer and sends it on s. */
 rs_err client_send_msg(rs_client *c, rs_zsock *s, const struct rs_wire_client_msg *m);
+
+/* Sends a hello (with the secret) to tokenizerd, so that what follows on that connection
+ * is owned by this client; nothing when the client has no secret. */
+void client_hello_tok(rs_client *c);
 
 /* Sends a hello to postprocd now and arms its retry. */
 void client_send_hello(rs_client *c, uint64_t now);

@@ -14,11 +14,13 @@
  * logprobs travel with their tokens; client mistakes get error replies.
  */
 #include <math.h>
+#include <unistd.h>
 
 #include "common/detok.h"
 #include "common/vocab.h"
 #include "ipc/pipeline_logprob.h"
 #include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_owner.h"
 #include "ipc/pipeline_req.h"
 #include "launcherd/engine/sampler.h"
 #include "tests/integration/front_fixture.h"
@@ -113,6 +115,7 @@ static int teardown(struct env *e)
 
 struct req_opts {
     int stream, tcp;
+    const char *key; /* tcp: the client's CURVE public key (its owner), NULL over ipc */
     const char *stops[2];
     int n_logprobs;
 };
@@ -128,6 +131,14 @@ static int make_request(struct env *e, const char *id, const char *client,
     snprintf(r->id, sizeof(r->id), "%s", id);
     r->client_len = (uint8_t)strlen(client);
     memcpy(r->client, client, r->client_len);
+    /* the owner tokenizerd would record: this process's uid (ipc) or the client's CURVE key
+     * (tcp), no secret: the test clients' hello carries none */
+    struct rs_pipe_conn cred = {.tcp = o->tcp, .uid = (uint32_t)getuid()};
+    if (o->key != NULL)
+        snprintf(cred.key, sizeof(cred.key), "%s", o->key);
+    struct rs_pipe_owner owner;
+    rs_pipe_owner_make(&cred, NULL, 0, &owner);
+    memcpy(r->owner, owner.d, sizeof(r->owner));
     r->flags = (o->stream ? RS_PIPE_F_STREAM : 0) | (o->tcp ? RS_PIPE_F_TCP : 0);
     r->n_prompt = 1;
     r->max_tokens = N_CTX - 1;
@@ -298,14 +309,32 @@ static int send_resume(struct fx_client *c, const char *id, uint64_t from)
     return fx_send(c, &m);
 }
 
+static void send_hello(struct fx_client *c)
+{
+    struct rs_wire_client_msg m;
+    memset(&m, 0, sizeof(m));
+    m.type = RS_WIRE_T_HELLO;
+    (void)fx_send(c, &m);
+}
+
 /* Receives for up to ms, routing messages to the rx of their id; gaps ask for a resume. */
 static int pump(struct fx_client *c, struct rx **rxs, int n, int ms)
 {
     struct rs_wire_server_msg m;
-    uint64_t end = rs_clock_ms() + (uint64_t)ms;
+    uint64_t end = rs_clock_ms() + (uint64_t)ms, quiet_since = rs_clock_ms();
     while (rs_clock_ms() < end) {
-        if (fx_recv(c, 10, &m) != 0)
+        if (fx_recv(c, 10, &m) != 0) {
+            /* Quiet: say hello again, as the client library does on a stall. A restarted
+             * postprocd sends output only to a connection that said hello (PROTOCOL.md 3.3). */
+            if (rs_clock_ms() - quiet_since >= 200) {
+                send_hello(c);
+                quiet_since = rs_clock_ms();
+            }
             continue;
+        }
+        quiet_since = rs_clock_ms();
+        if (m.type == RS_WIRE_T_WELCOME)
+            continue; /* the answer to one of those hellos */
         RS_CHECK_MSG(m.type == RS_WIRE_T_DELTA || m.type == RS_WIRE_T_FINAL, "unexpected %s",
                      rs_wire_type_name(m.type));
         int k = 0;
@@ -336,6 +365,8 @@ static int pump_finals(struct fx_client *c, struct rx **rxs, int n, int ms)
             done &= rxs[k]->final;
         if (done)
             return 0;
+        if (waited > 0 && waited % 500 == 0)
+            send_hello(c); /* first: a restarted postprocd answers only a bound connection */
         if (waited > 0 && waited % 500 == 0)
             for (int k = 0; k < n; k++)
                 if (!rxs[k]->final) {
@@ -783,7 +814,7 @@ static int test_tcp_client_is_answered_over_tcp(void)
     RS_CHECK(fx_curve_client(&e.in, &k, 1, "remote", &remote) == 0 && hello(&remote) == 0);
     RS_CHECK(fx_client_open(&e.in, "postprocd", "remote", &local) == 0 && hello(&local) == 0);
     struct rs_table_ref ref;
-    struct req_opts so = {.stream = 1, .tcp = 1};
+    struct req_opts so = {.stream = 1, .tcp = 1, .key = k.good.public_z85};
     RS_CHECK(make_request(&e, "tr", "remote", &so, &ref) == 0);
     RS_CHECK(append(&e, ref, 0, 30, 1) == 0);
     RS_CHECK(finish(&e, ref, rs_pipe_finish_make(RS_WIRE_FINISH_LENGTH, RS_PIPE_STAGE_LAUNCHERD,
