@@ -274,6 +274,17 @@ void client_hello_tok(rs_client *c)
     client_send_msg(c, c->tok, &m);
 }
 
+void client_reconnect(rs_client *c, bool post)
+{
+    rs_zsock *s = post ? c->post : c->tok;
+    const char *ep = rs_zsock_endpoint(s);
+    void *h = rs_zsock_handle(s);
+    rs_log_info("client: %s does not answer on this connection: connecting again",
+                post ? "postprocd" : "tokenizerd");
+    if (zmq_disconnect(h, ep) != 0 || zmq_connect(h, ep) != 0)
+        rs_log_warn("client: reconnecting to %s: %s", ep, zmq_strerror(zmq_errno()));
+}
+
 void client_send_hello(rs_client *c, uint64_t now)
 {
     struct rs_wire_client_msg m;
@@ -283,6 +294,10 @@ void client_send_hello(rs_client *c, uint64_t now)
     if (client_send_msg(c, c->post, &m) == RS_OK) {
         c->st.hellos++;
         c->hello_ns = now;
+        if (++c->hellos_unanswered >= 5) {
+            c->hellos_unanswered = 0;
+            client_reconnect(c, true);
+        }
     }
     /* Retried until a welcome clears it: the first ones go out before the connection is up. */
     c->hello_due_ns = now + (uint64_t)c->hello_ivl_ms * 1000000ull;

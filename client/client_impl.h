@@ -61,6 +61,8 @@ struct rs_client {
     uint64_t hello_due_ns;     /* when to (re)send the hello; 0 = not now */
     uint64_t hello_ns;         /* when the last hello went out */
     uint32_t hello_ivl_ms;
+    uint32_t hellos_unanswered; /* hellos postprocd took but did not answer (reconnect at 5) */
+    uint32_t tok_resends;       /* generates resent since tokenizerd last acked (reconnect at 2) */
     struct creq *reqs;         /* max_requests slots */
     uint32_t *live;            /* indices of the used slots, n_live of them */
     uint32_t *free_slots;      /* stack of unused slot indices */
@@ -137,6 +139,15 @@ rs_err client_send_msg(rs_client *c, rs_zsock *s, const struct rs_wire_client_ms
 /* Sends a hello (with the secret) to tokenizerd, so that what follows on that connection
  * is owned by this client; nothing when the client has no secret. */
 void client_hello_tok(rs_client *c);
+
+/*
+ * Replaces the connection to postprocd (post) or tokenizerd with a new one.
+ * The daemons' ROUTERs ignore a connection made under a routing id while
+ * they still hold an older one under it (no handover: PROTOCOL.md §2.2),
+ * and libzmq never looks at it again, so a connection that goes unanswered
+ * is replaced.
+ */
+void client_reconnect(rs_client *c, bool post);
 
 /* Sends a hello to postprocd now and arms its retry. */
 void client_send_hello(rs_client *c, uint64_t now);

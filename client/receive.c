@@ -24,6 +24,7 @@ static void on_ack(rs_client *c, struct creq *q, const struct rs_wire_ack *a, ui
 {
     if (q->acked)
         return; /* the answer to a resend */
+    c->tok_resends = 0;
     q->acked = true;
     q->handle = a->handle;
     q->seed = a->seed;
@@ -161,6 +162,7 @@ static void on_post_error(rs_client *c, struct creq *q, const struct rs_wire_err
 static void on_welcome(rs_client *c, uint64_t now)
 {
     c->welcomed = true;
+    c->hellos_unanswered = 0;
     c->hello_due_ns = 0;
     c->hello_ivl_ms = CLIENT_HELLO_FIRST_MS;
     for (uint32_t i = 0; i < c->n_live; i++) {

@@ -4,13 +4,17 @@
  * of ipc/pipeline_owner.h), refusing another owner's requests, and each
  * owner's share of the server, checked before a prompt is tokenized. The
  * shares are counted from the request table itself (shared memory is the
- * truth, so a restarted tokenizerd counts the same), one pass per generate:
- * an owner may hold at most owner_max_requests records (in flight or
- * finished and not yet released) and owner_max_lp_chunks logprob chunks,
- * reserved for each request's worst case (max_tokens entries) at admission
- * so that the logprob region can never run out mid-generation: the sum of
- * all reservations never exceeds the region. Leaves out the order requests
- * run in (schedulerd).
+ * truth, so a restarted tokenizerd counts the same), one pass per generate.
+ * Each owner has a share: owner_max_requests records (in flight or finished
+ * and not yet released) and owner_max_lp_chunks logprob chunks. Within its
+ * share an owner is admitted while there is room; beyond it only while a
+ * whole share stays free after the admission, so a client alone may use
+ * most of the server (a gateway serving everyone is one client) and yet a
+ * newcomer always finds a share free, whatever floods are running. Logprob
+ * space is reserved for each request's worst case (max_tokens entries) at
+ * admission, and the sum of reservations never exceeds the region, so a
+ * request never ends with `error` because another one took the space.
+ * Leaves out the order requests run in (schedulerd).
  */
 #include <string.h>
 
@@ -52,6 +56,7 @@ void tokd_owner_usage(struct tokd *t, const struct rs_pipe_owner *owner, struct 
         const struct rs_pipe_req *r = rs_pipe_req_at(t->p, ref.index);
         uint64_t lp = lp_reserved(r);
         u->lp_chunks_all += lp;
+        u->n_all++;
         if (memcmp(r->owner, owner->d, sizeof(owner->d)) != 0)
             continue;
         u->n_requests++;
@@ -76,19 +81,26 @@ int tokd_owner_admit(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer 
     struct tokd_use u;
     tokd_owner_usage(t, owner, &u);
     const char *what = NULL;
-    if (u.n_requests >= t->owner_max_requests)
+    uint32_t n_max = t->p->cfg.max_requests;
+    uint32_t free_after = u.n_all < n_max ? n_max - u.n_all - 1 : 0;
+    uint64_t lp_free_after = u.lp_chunks_all + lp <= t->lp_pool_chunks
+                                 ? t->lp_pool_chunks - u.lp_chunks_all - lp
+                                 : 0;
+    if (u.n_requests >= t->owner_max_requests && free_after < t->owner_max_requests)
         what = "requests";
-    else if (lp != 0 && u.lp_chunks + lp > t->owner_max_lp_chunks)
-        what = "logprob space";
     else if (lp != 0 && u.lp_chunks_all + lp > t->lp_pool_chunks)
-        what = "server-wide logprob space";
+        what = "logprob space (the whole server's is reserved)";
+    else if (lp != 0 && u.lp_chunks + lp > t->owner_max_lp_chunks &&
+             lp_free_after < t->owner_max_lp_chunks)
+        what = "logprob space";
     if (what == NULL)
         return 0;
     rs_counter_add(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].counter[RS_M_TOK_OVERLOADED],
                    1);
-    tokd_reply_error(t, sock, peer, m->id, RS_WIRE_OVERLOADED, "this client is at its share of "
-                     "%s (%u requests held of %u; %llu of %llu logprob chunks, this one needs "
-                     "%llu); finish or release some and retry", what, u.n_requests,
+    tokd_reply_error(t, sock, peer, m->id, RS_WIRE_OVERLOADED, "no room for this client's "
+                     "%s: it holds %u requests (share %u) and %llu logprob chunks (share %llu), "
+                     "this one needs %llu; the rest is kept for other clients. Finish or "
+                     "release some and retry", what, u.n_requests,
                      t->owner_max_requests, (unsigned long long)u.lp_chunks,
                      (unsigned long long)t->owner_max_lp_chunks, (unsigned long long)lp);
     return 1;

@@ -133,6 +133,7 @@ struct tokd_use {
     uint32_t n_requests;     /* published records of the owner (running or unreleased) */
     uint64_t lp_chunks;      /* logprob chunks its records reserve */
     uint64_t lp_chunks_all;  /* logprob chunks every record reserves */
+    uint32_t n_all;          /* published records of every owner */
 };
 
 /* Resolves the per-owner limits from t->opts and the configuration (attach). */

@@ -145,9 +145,20 @@ class Client:
     def __init__(self, rundir=None, instance="default", tokenizerd=None, postprocd=None,
                  curve_secret_file=None, curve_server_key=None, curve_postprocd_key=None,
                  routing_id=None, ack_timeout=1.0, stall=1.0, timeout=600.0,
-                 max_requests=1024, context=None):
+                 max_requests=1024, context=None, secret=None):
         rundir = rundir or default_rundir(instance)
         self.rid = routing_id or b"rsc-" + secrets.token_hex(12).encode()
+        # The secret makes this client's requests its own (PROTOCOL.md 3.3); never logged.
+        # Random per client unless the caller chose the routing id (then none: another
+        # process of the same user may re-attach under it) or passes its own.
+        if secret is None and routing_id is None:
+            secret = secrets.token_hex(32)
+        if secret is not None and not (16 <= len(secret) <= 128 and
+                                       all(0x21 <= ord(ch) <= 0x7e for ch in secret)):
+            raise ValueError("secret must be 16..128 printable ASCII characters")
+        self._hello = {"v": PROTOCOL_VERSION, "type": "hello"}
+        if secret is not None:
+            self._hello["secret"] = secret
         if not 1 <= len(self.rid) <= 64 or self.rid[0] == 0:
             raise ValueError("routing id must be 1..64 bytes, first byte not zero")
         self.ack_timeout, self.stall, self.timeout = ack_timeout, stall, timeout
@@ -220,14 +231,21 @@ class Client:
             self.stats["send_fail"] += 1
             return False
 
+    def _hello_tok(self):
+        # Ahead of each generate/cancel on the same (ordered) connection: a reconnected or
+        # restarted tokenizerd then knows this connection's owner before the request.
+        if "secret" in self._hello:
+            self._send("tok", self._hello)
+
     def _send_hello(self, now):
-        if self._send("post", {"v": PROTOCOL_VERSION, "type": "hello"}):
+        if self._send("post", self._hello):
             self.stats["hellos"] += 1
             self.hello_time = now
         self.hello_due = now + self.hello_ivl
         self.hello_ivl = min(self.hello_ivl * 2, 1.0)
 
     def _send_generate(self, req, now):
+        self._hello_tok()
         if not self._send("tok", req.body):
             req.gen_due = now + 0.1
             return
@@ -239,6 +257,7 @@ class Client:
         req.gen_ivl = min(req.gen_ivl * 2, BACKOFF_MAX)
 
     def _send_cancel(self, req, now):
+        self._hello_tok()
         sent = self._send("tok", {"v": PROTOCOL_VERSION, "type": "cancel", "id": req.id})
         self.stats["cancels_sent"] += sent
         req.cancel_due = now + (self.ack_timeout if sent else 0.1)
