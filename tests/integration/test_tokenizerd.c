@@ -16,6 +16,7 @@
 #include "common/tokenizer.h"
 #include "common/vocab.h"
 #include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_logprob.h"
 #include "ipc/pipeline_req.h"
 #include "tests/integration/front_fixture.h"
 
@@ -631,6 +632,68 @@ static int test_another_owner_cannot_cancel_or_take_the_routing_id(void)
     return teardown(&e);
 }
 
+/* Sends n generates asking for 20 logprobs each (ids prefix%d); counts acks and overloads. */
+static int logprob_flood(struct fx_client *c, const char *prefix, int n, int *acks, int *over)
+{
+    struct rs_wire_client_msg m;
+    struct rs_wire_server_msg r;
+    char id[32];
+    *acks = *over = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof(id), "%s%d", prefix, i);
+        fx_generate(&m, id, "A big dog.");
+        m.u.gen.logprobs = 20;
+        m.u.gen.has |= RS_WIRE_GEN_LOGPROBS;
+        RS_CHECK(fx_send(c, &m) == 0 && fx_recv(c, 3000, &r) == 0);
+        RS_CHECK_MSG(r.type == RS_WIRE_T_ACK ||
+                         (r.type == RS_WIRE_T_ERROR && r.u.error.code == RS_WIRE_OVERLOADED),
+                     "'%s': %s", id, rs_wire_type_name(r.type));
+        *acks += r.type == RS_WIRE_T_ACK;
+        *over += r.type == RS_WIRE_T_ERROR;
+    }
+    return 0;
+}
+
+/*
+ * Logprob space is reserved at admission, never taken mid-generation: with
+ * 512 records of a 256-token context the logprob region (16 MiB, 2048
+ * chunks) holds 341 requests' worst case (6 chunks each), not 512. One
+ * client asking for 300 such requests gets 256 (beyond its 25% share only
+ * while a share stays free) and `overloaded` for the rest; another client
+ * still gets the 85 that fit, and the reservations never exceed the region.
+ */
+static int test_logprob_space_is_reserved_at_admission(void)
+{
+    static const char *const quarter[] = {"--owner-share", "25", NULL};
+    struct env e;
+    int rc = setup(&e, 512, quarter);
+    if (rc != 0)
+        return rc;
+    struct fx_client flood, calm;
+    enum rs_wire_code code;
+    int acks, over;
+    RS_CHECK(fx_client_open(&e.in, "tokenizerd", "lp-flood", &flood) == 0);
+    RS_CHECK(fx_client_open(&e.in, "tokenizerd", "lp-calm", &calm) == 0);
+    RS_CHECK(logprob_flood(&flood, "f", 300, &acks, &over) == 0);
+    RS_CHECK_MSG(acks == 256 && over == 44, "flood: %d accepted, %d overloaded", acks, over);
+    RS_CHECK(say_hello(&calm, "calm-client-secret-0002", &code) == RS_WIRE_T_WELCOME);
+    RS_CHECK(logprob_flood(&calm, "c", 86, &acks, &over) == 0);
+    RS_CHECK_MSG(acks == 85 && over == 1, "second client: %d accepted, %d overloaded", acks, over);
+    uint64_t chunks = 0;
+    for (uint32_t i = 0; i < 512; i++) {
+        uint32_t state, gen, inc;
+        rs_table_peek(e.sched->requests, i, &state, &gen, &inc);
+        const struct rs_pipe_req *r = rs_pipe_req_at(e.sched, i);
+        if (state >= RS_TABLE_USER)
+            chunks += rs_pipe_lp_chunks_for(r->max_tokens, (uint32_t)r->sampling.n_logprobs);
+    }
+    RS_CHECK_MSG(chunks <= rs_pipe_lp_pool_chunks(&e.sched->cfg), "%llu chunks reserved of %u",
+                 (unsigned long long)chunks, rs_pipe_lp_pool_chunks(&e.sched->cfg));
+    fx_client_close(&flood);
+    fx_client_close(&calm);
+    return teardown(&e);
+}
+
 static int test_cancel_sets_the_finish_word_and_rings(void)
 {
     struct env e;
@@ -736,6 +799,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_full_table_answers_overloaded),
     RS_TEST(test_cancel_sets_the_finish_word_and_rings),
     RS_TEST(test_one_client_gets_its_share_before_tokenizing),
+    RS_TEST(test_logprob_space_is_reserved_at_admission),
     RS_TEST(test_another_owner_cannot_cancel_or_take_the_routing_id),
     RS_TEST(test_tcp_needs_curve_and_refuses_unlisted_keys),
     RS_TEST(test_group_option_opens_the_rundir_to_a_group),
