@@ -177,6 +177,7 @@ class Client:
                "post": postprocd or f"ipc://{rundir}/postprocd.sock"}
         keys = {"tok": curve_server_key, "post": curve_postprocd_key or curve_server_key}
         self.sock, self.mon = {}, {}
+        self.eps, self.unanswered = eps, 0
         for name in ("tok", "post"):
             self.sock[name] = self._dealer(eps[name], curve_secret_file, keys[name])
             self.mon[name] = self.sock[name].get_monitor_socket(
@@ -241,6 +242,13 @@ class Client:
         if self._send("post", self._hello):
             self.stats["hellos"] += 1
             self.hello_time = now
+            self.unanswered += 1
+            if self.unanswered >= 5:
+                # The daemons ignore a connection made while they still held our previous
+                # one under this routing id (no handover), for good: connect anew.
+                self.unanswered = 0
+                self.sock["post"].disconnect(self.eps["post"])
+                self.sock["post"].connect(self.eps["post"])
         self.hello_due = now + self.hello_ivl
         self.hello_ivl = min(self.hello_ivl * 2, 1.0)
 
@@ -464,6 +472,7 @@ class Client:
 
     def _on_welcome(self, now):
         self.welcomed, self.hello_due, self.hello_ivl = True, None, 0.02
+        self.unanswered = 0
         for req in self.requests.values():
             if not req.acked and not req.sent_once:
                 req.gen_due = now
