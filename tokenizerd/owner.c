@@ -5,15 +5,16 @@
  * owner's share of the server, checked before a prompt is tokenized. The
  * shares are counted from the request table itself (shared memory is the
  * truth, so a restarted tokenizerd counts the same), one pass per generate.
- * Each owner has a share: owner_max_requests records (in flight or finished
- * and not yet released) and owner_max_lp_chunks logprob chunks. Within its
- * share an owner is admitted while there is room; beyond it only while a
- * whole share stays free after the admission, so a client alone may use
- * most of the server (a gateway serving everyone is one client) and yet a
- * newcomer always finds a share free, whatever floods are running. Logprob
- * space is reserved for each request's worst case (max_tokens entries) at
- * admission, and the sum of reservations never exceeds the region, so a
- * request never ends with `error` because another one took the space.
+ * Each owner has a share (--owner-share of each resource): records (in
+ * flight or finished and not yet released), token-arena chunks and
+ * logprob chunks. Within its share an owner is admitted while there is
+ * room; beyond it only while a whole share stays free after the admission,
+ * so a client alone may use most of the server (a gateway serving everyone
+ * is one client) and yet a newcomer always finds a share free, whatever
+ * floods are running. Token and logprob space are reserved for each
+ * request's worst case (prompt plus max_tokens) at admission, and the
+ * reservations never exceed a region, so no request ends with `error`
+ * because another one took the space.
  * Leaves out the order requests run in (schedulerd).
  */
 #include <string.h>
@@ -23,6 +24,13 @@
 #include "ipc/pipeline_metrics.h"
 #include "ipc/pipeline_req.h"
 #include "tokenizerd/tokd.h"
+
+/* Token chunks a list of n tokens takes. */
+static uint64_t tok_chunks(const struct tokd *t, uint64_t n)
+{
+    uint32_t per = t->p->cfg.chunk_tokens;
+    return (n + per - 1) / per;
+}
 
 void tokd_owner_limits(struct tokd *t)
 {
@@ -35,6 +43,10 @@ void tokd_owner_limits(struct tokd *t)
     if (t->owner_max_requests == 0)
         t->owner_max_requests = 1;
     t->owner_max_lp_chunks = (uint64_t)t->lp_pool_chunks * share / 100;
+    t->owner_max_tok_chunks = (uint64_t)c->n_chunks * share / 100;
+    uint64_t list = tok_chunks(t, c->n_ctx);
+    if (t->owner_max_tok_chunks < list)
+        t->owner_max_tok_chunks = list;
     uint64_t one = rs_pipe_lp_chunks_for(c->n_ctx, RS_PIPE_LP_MAX_TOP);
     if (t->owner_max_lp_chunks < one)
         t->owner_max_lp_chunks = one; /* every owner can run one request at its worst */
@@ -55,55 +67,76 @@ void tokd_owner_usage(struct tokd *t, const struct rs_pipe_owner *owner, struct 
     while (rs_table_next(t->p->requests, &cursor, published, &ref, &state) == RS_OK) {
         const struct rs_pipe_req *r = rs_pipe_req_at(t->p, ref.index);
         uint64_t lp = lp_reserved(r);
+        uint64_t tk = tok_chunks(t, (uint64_t)r->n_prompt + r->max_tokens);
         u->lp_chunks_all += lp;
+        u->tok_chunks_all += tk;
         u->n_all++;
         if (memcmp(r->owner, owner->d, sizeof(owner->d)) != 0)
             continue;
         u->n_requests++;
         u->lp_chunks += lp;
+        u->tok_chunks += tk;
     }
+}
+
+/* One resource an admission needs: what the owner and everyone hold, the request's need. */
+struct res {
+    const char *name;
+    uint64_t mine, all, need, pool, share;
+};
+
+/* Refused: the pool cannot hold it, or it takes the owner beyond its share while less than
+ * a share would stay free for the others. */
+static int over(const struct res *r)
+{
+    if (r->need == 0)
+        return 0;
+    if (r->all + r->need > r->pool)
+        return 1;
+    return r->mine + r->need > r->share && r->pool - r->all - r->need < r->share;
 }
 
 /*
  * Admission by share, before tokenizing: a request whose owner is at its
- * limit, or whose logprob reservation does not fit, is answered
- * `overloaded` (retry later) and costs the server nothing more. The text
- * prompt's token count is unknown yet, so its reservation assumes the whole
- * context is output (at most max_tokens). Returns 1 when answered.
+ * limit, or that does not fit, is answered `overloaded` (retry later) and
+ * costs the server nothing more. A text prompt's token count is unknown
+ * yet, so its reservations assume one token per byte plus BOS, capped by
+ * the context, and every allowed output token. Returns 1 when answered.
  */
 int tokd_owner_admit(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
                      const struct rs_wire_client_msg *m, const struct rs_pipe_owner *owner)
 {
     const struct rs_wire_generate *g = &m->u.gen;
-    uint32_t n_ctx = t->p->cfg.n_ctx;
-    uint64_t out_max = g->max_tokens != 0 && g->max_tokens < n_ctx ? g->max_tokens : n_ctx;
-    uint64_t lp = rs_pipe_lp_chunks_for(out_max, g->logprobs);
+    const struct rs_pipe_config *c = &t->p->cfg;
+    uint64_t out_max = g->max_tokens != 0 && g->max_tokens < c->n_ctx ? g->max_tokens : c->n_ctx;
+    uint64_t in_max = (g->has & RS_WIRE_GEN_PROMPT) ? (uint64_t)g->prompt.len + 1
+                                                    : g->prompt_ids.n;
+    uint64_t list_max = in_max + out_max < c->n_ctx ? in_max + out_max : c->n_ctx;
     struct tokd_use u;
     tokd_owner_usage(t, owner, &u);
-    const char *what = NULL;
-    uint32_t n_max = t->p->cfg.max_requests;
-    uint32_t free_after = u.n_all < n_max ? n_max - u.n_all - 1 : 0;
-    uint64_t lp_free_after = u.lp_chunks_all + lp <= t->lp_pool_chunks
-                                 ? t->lp_pool_chunks - u.lp_chunks_all - lp
-                                 : 0;
-    if (u.n_requests >= t->owner_max_requests && free_after < t->owner_max_requests)
-        what = "requests";
-    else if (lp != 0 && u.lp_chunks_all + lp > t->lp_pool_chunks)
-        what = "logprob space (the whole server's is reserved)";
-    else if (lp != 0 && u.lp_chunks + lp > t->owner_max_lp_chunks &&
-             lp_free_after < t->owner_max_lp_chunks)
-        what = "logprob space";
-    if (what == NULL)
-        return 0;
-    rs_counter_add(&t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].counter[RS_M_TOK_OVERLOADED],
-                   1);
-    tokd_reply_error(t, sock, peer, m->id, RS_WIRE_OVERLOADED, "no room for this client's "
-                     "%s: it holds %u requests (share %u) and %llu logprob chunks (share %llu), "
-                     "this one needs %llu; the rest is kept for other clients. Finish or "
-                     "release some and retry", what, u.n_requests,
-                     t->owner_max_requests, (unsigned long long)u.lp_chunks,
-                     (unsigned long long)t->owner_max_lp_chunks, (unsigned long long)lp);
-    return 1;
+    const struct res table[] = {
+        {"requests", u.n_requests, u.n_all, 1, c->max_requests, t->owner_max_requests},
+        {"token space (chunks)", u.tok_chunks, u.tok_chunks_all, tok_chunks(t, list_max),
+         c->n_chunks, t->owner_max_tok_chunks},
+        {"logprob space (chunks)", u.lp_chunks, u.lp_chunks_all,
+         rs_pipe_lp_chunks_for(out_max, g->logprobs), t->lp_pool_chunks,
+         t->owner_max_lp_chunks},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        const struct res *r = &table[i];
+        if (!over(r))
+            continue;
+        rs_counter_add(
+            &t->p->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].counter[RS_M_TOK_OVERLOADED], 1);
+        tokd_reply_error(t, sock, peer, m->id, RS_WIRE_OVERLOADED, "no room for this request's "
+                         "%s: this client holds %llu (its share %llu), the server %llu of %llu, "
+                         "it needs %llu; the rest is kept for other clients. Retry after some "
+                         "finish", r->name, (unsigned long long)r->mine,
+                         (unsigned long long)r->share, (unsigned long long)r->all,
+                         (unsigned long long)r->pool, (unsigned long long)r->need);
+        return 1;
+    }
+    return 0;
 }
 
 /* 1 (after answering `forbidden` and logging) when record r belongs to another owner. */

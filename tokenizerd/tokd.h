@@ -84,6 +84,7 @@ struct tokd {
     rs_pipe_owner_map *owners;     /* routing id -> the owner that said hello (owner.c) */
     uint32_t owner_max_requests;   /* resolved limits (tokd_owner_limits) */
     uint64_t owner_max_lp_chunks;
+    uint64_t owner_max_tok_chunks;
     uint64_t lp_pool_chunks;       /* the logprob region's chunks */
     int32_t *ids;            /* n_ctx prompt ids: the tokenizer's output */
     struct rs_wire_buf out;  /* reply encoder buffer */
@@ -132,6 +133,8 @@ void tokd_cancel(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_
 struct tokd_use {
     uint32_t n_requests;     /* published records of the owner (running or unreleased) */
     uint64_t lp_chunks;      /* logprob chunks its records reserve */
+    uint64_t tok_chunks;     /* token-arena chunks its records reserve (prompt + max_tokens) */
+    uint64_t tok_chunks_all; /* token-arena chunks every record reserves */
     uint64_t lp_chunks_all;  /* logprob chunks every record reserves */
     uint32_t n_all;          /* published records of every owner */
 };
