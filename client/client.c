@@ -263,15 +263,15 @@ rs_err client_send_msg(rs_client *c, rs_zsock *s, const struct rs_wire_client_ms
     return rc == RS_OK ? client_send(c, s, c->enc.data, c->enc.len) : rc;
 }
 
-void client_hello_tok(rs_client *c)
+rs_err client_hello_tok(rs_client *c)
 {
     struct rs_wire_client_msg m;
     if (c->secret_len == 0)
-        return;
+        return RS_OK;
     memset(&m, 0, sizeof(m));
     m.type = RS_WIRE_T_HELLO;
     m.u.hello.secret = (struct rs_wire_str){c->secret, (uint32_t)c->secret_len};
-    client_send_msg(c, c->tok, &m);
+    return client_send_msg(c, c->tok, &m);
 }
 
 void client_reconnect(rs_client *c, bool post)

@@ -29,6 +29,7 @@ struct creq {
     bool resume_pending;   /* a resume for a gap is out and nothing arrived in order since */
     bool want_ack;         /* deliver an ACK event (rs_client_req_opts.want_ack) */
     bool replay;           /* resume from seq 0 right after the ack (rs_client_req_opts.replay) */
+    uint8_t forbidden;     /* `forbidden` answers to its generate so far (resent with a hello) */
     uint32_t pos;          /* index in client.live */
     uint64_t submit_ns;
     uint64_t deadline_ns;  /* 0 = none */
@@ -137,8 +138,9 @@ rs_err client_send(rs_client *c, rs_zsock *s, const uint8_t *body, size_t len);
 rs_err client_send_msg(rs_client *c, rs_zsock *s, const struct rs_wire_client_msg *m);
 
 /* Sends a hello (with the secret) to tokenizerd, so that what follows on that connection
- * is owned by this client; nothing when the client has no secret. */
-void client_hello_tok(rs_client *c);
+ * is owned by this client; nothing (RS_OK) when the client has no secret. RS_OK or the
+ * send's error: then nothing that needs the hello may be sent after it. */
+rs_err client_hello_tok(rs_client *c);
 
 /*
  * Replaces the connection to postprocd (post) or tokenizerd with a new one.

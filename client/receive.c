@@ -56,6 +56,13 @@ static void on_tok_error(rs_client *c, struct creq *q, const struct rs_wire_serv
                      STR_ARGS(e->message));
         return;
     }
+    if (e->code == RS_WIRE_FORBIDDEN && q->forbidden < 3) {
+        /* The generate may have arrived on a connection tokenizerd had not bound to us yet
+         * (the hello lost with a connection that dropped between the two): send both again. */
+        q->forbidden++;
+        q->gen_due_ns = rs_clock_ns();
+        return;
+    }
     rs_log_debug("client: request '%s' refused: %s: %.*s", q->id, rs_wire_code_name(e->code),
                  STR_ARGS(e->message));
     creq_fail(c, q, RS_CLIENT_REFUSED, e->code, e->message.ptr, e->message.len);

@@ -290,8 +290,8 @@ void creq_send_generate(rs_client *c, struct creq *q, uint64_t now)
 {
     /* The hello first on the same connection (ordered): after a tokenizerd restart or a
      * reconnect the new connection is bound to this client before the generate arrives. */
-    client_hello_tok(c);
-    if (client_send(c, c->tok, q->gen_msg, q->gen_len) != RS_OK) {
+    if (client_hello_tok(c) != RS_OK ||
+        client_send(c, c->tok, q->gen_msg, q->gen_len) != RS_OK) {
         q->gen_due_ns = now + SEND_RETRY_MS * MS; /* not connected: the handshake also retries */
         return;
     }
@@ -316,8 +316,7 @@ void creq_send_cancel(rs_client *c, struct creq *q, uint64_t now)
     memset(&m, 0, sizeof(m));
     m.type = RS_WIRE_T_CANCEL;
     memcpy(m.id, q->id, strlen(q->id) + 1);
-    client_hello_tok(c);
-    bool sent = client_send_msg(c, c->tok, &m) == RS_OK;
+    bool sent = client_hello_tok(c) == RS_OK && client_send_msg(c, c->tok, &m) == RS_OK;
     c->st.cancels_sent += sent;
     /* Until the final arrives: a cancel can be lost with a tokenizerd that died. */
     q->cancel_due_ns = now + (uint64_t)(sent ? c->ack_timeout_ms : SEND_RETRY_MS) * MS;

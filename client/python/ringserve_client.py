@@ -235,8 +235,7 @@ class Client:
     def _hello_tok(self):
         # Ahead of each generate/cancel on the same (ordered) connection: a reconnected or
         # restarted tokenizerd then knows this connection's owner before the request.
-        if "secret" in self._hello:
-            self._send("tok", self._hello)
+        return "secret" not in self._hello or self._send("tok", self._hello)
 
     def _send_hello(self, now):
         if self._send("post", self._hello):
@@ -253,8 +252,8 @@ class Client:
         self.hello_ivl = min(self.hello_ivl * 2, 1.0)
 
     def _send_generate(self, req, now):
-        self._hello_tok()
-        if not self._send("tok", req.body):
+        # Never a generate whose hello did not go out: it would be owned by the uid alone.
+        if not self._hello_tok() or not self._send("tok", req.body):
             req.gen_due = now + 0.1
             return
         self.stats["gen_sent"] += 1
@@ -265,8 +264,8 @@ class Client:
         req.gen_ivl = min(req.gen_ivl * 2, BACKOFF_MAX)
 
     def _send_cancel(self, req, now):
-        self._hello_tok()
-        sent = self._send("tok", {"v": PROTOCOL_VERSION, "type": "cancel", "id": req.id})
+        sent = self._hello_tok() and self._send(
+            "tok", {"v": PROTOCOL_VERSION, "type": "cancel", "id": req.id})
         self.stats["cancels_sent"] += sent
         req.cancel_due = now + (self.ack_timeout if sent else 0.1)
 
