@@ -277,12 +277,23 @@ rs_err client_hello_tok(rs_client *c)
 void client_reconnect(rs_client *c, bool post)
 {
     rs_zsock *s = post ? c->post : c->tok;
-    const char *ep = rs_zsock_endpoint(s);
-    void *h = rs_zsock_handle(s);
     rs_log_info("client: %s does not answer on this connection: connecting again",
                 post ? "postprocd" : "tokenizerd");
-    if (zmq_disconnect(h, ep) != 0 || zmq_connect(h, ep) != 0)
-        rs_log_warn("client: reconnecting to %s: %s", ep, zmq_strerror(zmq_errno()));
+    if (zmq_disconnect(rs_zsock_handle(s), rs_zsock_endpoint(s)) != 0)
+        rs_log_warn("client: disconnecting from %s: %s", rs_zsock_endpoint(s),
+                    zmq_strerror(zmq_errno()));
+    c->parked_ns[post] = rs_clock_ns();
+}
+
+void client_unpark(rs_client *c, bool post, uint64_t now)
+{
+    if (c->parked_ns[post] == 0 || now - c->parked_ns[post] < 100000000ull)
+        return; /* 100 ms: the daemon sees the old connection close first */
+    rs_zsock *s = post ? c->post : c->tok;
+    c->parked_ns[post] = 0;
+    if (zmq_connect(rs_zsock_handle(s), rs_zsock_endpoint(s)) != 0)
+        rs_log_warn("client: reconnecting to %s: %s", rs_zsock_endpoint(s),
+                    zmq_strerror(zmq_errno()));
 }
 
 void client_send_hello(rs_client *c, uint64_t now)
@@ -291,6 +302,7 @@ void client_send_hello(rs_client *c, uint64_t now)
     memset(&m, 0, sizeof(m));
     m.type = RS_WIRE_T_HELLO;
     m.u.hello.secret = (struct rs_wire_str){c->secret, (uint32_t)c->secret_len};
+    client_unpark(c, true, now);
     if (client_send_msg(c, c->post, &m) == RS_OK) {
         c->st.hellos++;
         c->hello_ns = now;

@@ -64,6 +64,7 @@ struct rs_client {
     uint32_t hello_ivl_ms;
     uint32_t hellos_unanswered; /* hellos postprocd took but did not answer (reconnect at 5) */
     uint32_t tok_resends;       /* generates resent since tokenizerd last acked (reconnect at 2) */
+    uint64_t parked_ns[2];      /* [tok, post]: disconnected by client_reconnect at, 0 = not */
     struct creq *reqs;         /* max_requests slots */
     uint32_t *live;            /* indices of the used slots, n_live of them */
     uint32_t *free_slots;      /* stack of unused slot indices */
@@ -150,6 +151,10 @@ rs_err client_hello_tok(rs_client *c);
  * is replaced.
  */
 void client_reconnect(rs_client *c, bool post);
+
+/* Connects again a socket client_reconnect parked, once the daemon had time to drop the
+ * old connection (else the new one would be ignored in turn). Before each send. */
+void client_unpark(rs_client *c, bool post, uint64_t now);
 
 /* Sends a hello to postprocd now and arms its retry. */
 void client_send_hello(rs_client *c, uint64_t now);

@@ -290,6 +290,7 @@ void creq_send_generate(rs_client *c, struct creq *q, uint64_t now)
 {
     /* The hello first on the same connection (ordered): after a tokenizerd restart or a
      * reconnect the new connection is bound to this client before the generate arrives. */
+    client_unpark(c, false, now);
     if (client_hello_tok(c) != RS_OK ||
         client_send(c, c->tok, q->gen_msg, q->gen_len) != RS_OK) {
         q->gen_due_ns = now + SEND_RETRY_MS * MS; /* not connected: the handshake also retries */
