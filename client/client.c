@@ -54,6 +54,18 @@ static void pick_routing_id(rs_client *c)
     c->rid_len = 4 + 2 * sizeof(rnd);
 }
 
+/* 32 random bytes as 64 hex digits: the secret that makes this client's requests its own. */
+static rs_err pick_secret(rs_client *c)
+{
+    uint8_t rnd[32];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return RS_EIO; /* a guessable secret would be no secret: refuse instead */
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        snprintf(c->secret + 2 * i, 3, "%02x", rnd[i]);
+    c->secret_len = 2 * sizeof(rnd);
+    return RS_OK;
+}
+
 static rs_err endpoint_of(const struct rs_client_opts *o, const char *given, const char *file,
                           char *out, size_t cap)
 {
@@ -129,6 +141,11 @@ static rs_err check_opts(const struct rs_client_opts *o)
                      RS_CLIENT_RID_MAX);
         return RS_EINVAL;
     }
+    if (o->secret != NULL && !rs_wire_secret_valid(o->secret, strlen(o->secret))) {
+        rs_log_error("client: the secret must be %d..%d printable ASCII characters",
+                     RS_WIRE_SECRET_MIN, RS_WIRE_SECRET_MAX);
+        return RS_EINVAL;
+    }
     return RS_OK;
 }
 
@@ -178,6 +195,13 @@ rs_err rs_client_create(const struct rs_client_opts *o, rs_client **out)
         c->rid_len = o->routing_id_len;
     } else {
         pick_routing_id(c);
+    }
+    if (o->secret != NULL) {
+        c->secret_len = strlen(o->secret);
+        memcpy(c->secret, o->secret, c->secret_len + 1);
+    } else if (o->routing_id == NULL && pick_secret(c) != RS_OK) {
+        rs_client_destroy(&c);
+        return RS_EIO;
     }
     if (o->keep_prefix != NULL) {
         c->keep_len = strlen(o->keep_prefix);
@@ -239,14 +263,53 @@ rs_err client_send_msg(rs_client *c, rs_zsock *s, const struct rs_wire_client_ms
     return rc == RS_OK ? client_send(c, s, c->enc.data, c->enc.len) : rc;
 }
 
+rs_err client_hello_tok(rs_client *c)
+{
+    struct rs_wire_client_msg m;
+    if (c->secret_len == 0)
+        return RS_OK;
+    memset(&m, 0, sizeof(m));
+    m.type = RS_WIRE_T_HELLO;
+    m.u.hello.secret = (struct rs_wire_str){c->secret, (uint32_t)c->secret_len};
+    return client_send_msg(c, c->tok, &m);
+}
+
+void client_reconnect(rs_client *c, bool post)
+{
+    rs_zsock *s = post ? c->post : c->tok;
+    rs_log_info("client: %s does not answer on this connection: connecting again",
+                post ? "postprocd" : "tokenizerd");
+    if (zmq_disconnect(rs_zsock_handle(s), rs_zsock_endpoint(s)) != 0)
+        rs_log_warn("client: disconnecting from %s: %s", rs_zsock_endpoint(s),
+                    zmq_strerror(zmq_errno()));
+    c->parked_ns[post] = rs_clock_ns();
+}
+
+void client_unpark(rs_client *c, bool post, uint64_t now)
+{
+    if (c->parked_ns[post] == 0 || now - c->parked_ns[post] < 100000000ull)
+        return; /* 100 ms: the daemon sees the old connection close first */
+    rs_zsock *s = post ? c->post : c->tok;
+    c->parked_ns[post] = 0;
+    if (zmq_connect(rs_zsock_handle(s), rs_zsock_endpoint(s)) != 0)
+        rs_log_warn("client: reconnecting to %s: %s", rs_zsock_endpoint(s),
+                    zmq_strerror(zmq_errno()));
+}
+
 void client_send_hello(rs_client *c, uint64_t now)
 {
     struct rs_wire_client_msg m;
     memset(&m, 0, sizeof(m));
     m.type = RS_WIRE_T_HELLO;
+    m.u.hello.secret = (struct rs_wire_str){c->secret, (uint32_t)c->secret_len};
+    client_unpark(c, true, now);
     if (client_send_msg(c, c->post, &m) == RS_OK) {
         c->st.hellos++;
         c->hello_ns = now;
+        if (++c->hellos_unanswered >= 5) {
+            c->hellos_unanswered = 0;
+            client_reconnect(c, true);
+        }
     }
     /* Retried until a welcome clears it: the first ones go out before the connection is up. */
     c->hello_due_ns = now + (uint64_t)c->hello_ivl_ms * 1000000ull;

@@ -38,6 +38,10 @@ struct rs_client_opts {
     const char *curve_postprocd_public; /* tcp://: postprocd's key; NULL = the same as above */
     const void *routing_id;           /* 1..RS_CLIENT_RID_MAX bytes, first != 0; NULL = random */
     size_t routing_id_len;
+    /* The client's secret, sent in hello (PROTOCOL.md §3.3): 16..128 printable ASCII bytes.
+     * NULL = a random one per client when routing_id is NULL, none when routing_id is given
+     * (so another process of the same user taking the routing id over can re-attach). */
+    const char *secret;
     uint32_t max_requests;            /* requests in flight at once (bounds memory); 1024 */
     uint32_t ack_timeout_ms;          /* resend an unacknowledged generate after this; 1000 */
     uint32_t stall_ms;                /* resume a request silent this long; 1000 */

@@ -29,6 +29,7 @@ struct creq {
     bool resume_pending;   /* a resume for a gap is out and nothing arrived in order since */
     bool want_ack;         /* deliver an ACK event (rs_client_req_opts.want_ack) */
     bool replay;           /* resume from seq 0 right after the ack (rs_client_req_opts.replay) */
+    uint8_t forbidden;     /* `forbidden` answers to its generate so far (resent with a hello) */
     uint32_t pos;          /* index in client.live */
     uint64_t submit_ns;
     uint64_t deadline_ns;  /* 0 = none */
@@ -52,6 +53,8 @@ struct rs_client {
     bool tok_down, post_down;  /* a disconnect was seen and no handshake since */
     uint8_t rid[RS_CLIENT_RID_MAX];
     size_t rid_len;
+    char secret[RS_WIRE_SECRET_MAX + 1]; /* sent in every hello, never logged; "" = none */
+    size_t secret_len;
     char keep_prefix[RS_CLIENT_ID_CAP]; /* ids never released (rs_client_opts.keep_prefix) */
     size_t keep_len;
     uint32_t ack_timeout_ms, stall_ms, request_timeout_ms;
@@ -59,6 +62,9 @@ struct rs_client {
     uint64_t hello_due_ns;     /* when to (re)send the hello; 0 = not now */
     uint64_t hello_ns;         /* when the last hello went out */
     uint32_t hello_ivl_ms;
+    uint32_t hellos_unanswered; /* hellos postprocd took but did not answer (reconnect at 5) */
+    uint32_t tok_resends;       /* generates resent since tokenizerd last acked (reconnect at 2) */
+    uint64_t parked_ns[2];      /* [tok, post]: disconnected by client_reconnect at, 0 = not */
     struct creq *reqs;         /* max_requests slots */
     uint32_t *live;            /* indices of the used slots, n_live of them */
     uint32_t *free_slots;      /* stack of unused slot indices */
@@ -131,6 +137,24 @@ rs_err client_send(rs_client *c, rs_zsock *s, const uint8_t *body, size_t len);
 
 /* Encodes m with the client's buffer and sends it on s. */
 rs_err client_send_msg(rs_client *c, rs_zsock *s, const struct rs_wire_client_msg *m);
+
+/* Sends a hello (with the secret) to tokenizerd, so that what follows on that connection
+ * is owned by this client; nothing (RS_OK) when the client has no secret. RS_OK or the
+ * send's error: then nothing that needs the hello may be sent after it. */
+rs_err client_hello_tok(rs_client *c);
+
+/*
+ * Replaces the connection to postprocd (post) or tokenizerd with a new one.
+ * The daemons' ROUTERs ignore a connection made under a routing id while
+ * they still hold an older one under it (no handover: PROTOCOL.md §2.2),
+ * and libzmq never looks at it again, so a connection that goes unanswered
+ * is replaced.
+ */
+void client_reconnect(rs_client *c, bool post);
+
+/* Connects again a socket client_reconnect parked, once the daemon had time to drop the
+ * old connection (else the new one would be ignored in turn). Before each send. */
+void client_unpark(rs_client *c, bool post, uint64_t now);
 
 /* Sends a hello to postprocd now and arms its retry. */
 void client_send_hello(rs_client *c, uint64_t now);

@@ -24,6 +24,7 @@ static void on_ack(rs_client *c, struct creq *q, const struct rs_wire_ack *a, ui
 {
     if (q->acked)
         return; /* the answer to a resend */
+    c->tok_resends = 0;
     q->acked = true;
     q->handle = a->handle;
     q->seed = a->seed;
@@ -53,6 +54,13 @@ static void on_tok_error(rs_client *c, struct creq *q, const struct rs_wire_serv
         /* About a cancel (the request already ended, say): the final still comes. */
         rs_log_debug("client: tokenizerd about '%s': %s: %.*s", q->id, rs_wire_code_name(e->code),
                      STR_ARGS(e->message));
+        return;
+    }
+    if (e->code == RS_WIRE_FORBIDDEN && q->forbidden < 3) {
+        /* The generate may have arrived on a connection tokenizerd had not bound to us yet
+         * (the hello lost with a connection that dropped between the two): send both again. */
+        q->forbidden++;
+        q->gen_due_ns = rs_clock_ns();
         return;
     }
     rs_log_debug("client: request '%s' refused: %s: %.*s", q->id, rs_wire_code_name(e->code),
@@ -161,6 +169,7 @@ static void on_post_error(rs_client *c, struct creq *q, const struct rs_wire_err
 static void on_welcome(rs_client *c, uint64_t now)
 {
     c->welcomed = true;
+    c->hellos_unanswered = 0;
     c->hello_due_ns = 0;
     c->hello_ivl_ms = CLIENT_HELLO_FIRST_MS;
     for (uint32_t i = 0; i < c->n_live; i++) {

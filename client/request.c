@@ -288,7 +288,11 @@ rs_err rs_client_cancel(rs_client *c, const char *id)
 
 void creq_send_generate(rs_client *c, struct creq *q, uint64_t now)
 {
-    if (client_send(c, c->tok, q->gen_msg, q->gen_len) != RS_OK) {
+    /* The hello first on the same connection (ordered): after a tokenizerd restart or a
+     * reconnect the new connection is bound to this client before the generate arrives. */
+    client_unpark(c, false, now);
+    if (client_hello_tok(c) != RS_OK ||
+        client_send(c, c->tok, q->gen_msg, q->gen_len) != RS_OK) {
         q->gen_due_ns = now + SEND_RETRY_MS * MS; /* not connected: the handshake also retries */
         return;
     }
@@ -296,6 +300,10 @@ void creq_send_generate(rs_client *c, struct creq *q, uint64_t now)
     if (q->gen_sent_once) {
         c->st.gen_resent++;
         rs_log_info("client: request '%s' not acknowledged: sent again", q->id);
+        if (++c->tok_resends >= 2) {
+            c->tok_resends = 0;
+            client_reconnect(c, false); /* the next resend goes on the new connection */
+        }
     }
     q->gen_sent_once = true;
     q->gen_due_ns = now + (uint64_t)q->gen_ivl_ms * MS;
@@ -309,7 +317,7 @@ void creq_send_cancel(rs_client *c, struct creq *q, uint64_t now)
     memset(&m, 0, sizeof(m));
     m.type = RS_WIRE_T_CANCEL;
     memcpy(m.id, q->id, strlen(q->id) + 1);
-    bool sent = client_send_msg(c, c->tok, &m) == RS_OK;
+    bool sent = client_hello_tok(c) == RS_OK && client_send_msg(c, c->tok, &m) == RS_OK;
     c->st.cancels_sent += sent;
     /* Until the final arrives: a cancel can be lost with a tokenizerd that died. */
     q->cancel_due_ns = now + (uint64_t)(sent ? c->ack_timeout_ms : SEND_RETRY_MS) * MS;

@@ -75,6 +75,11 @@ static uint32_t lp_chunks(const struct rs_pipe_config *c)
     return (uint32_t)want;
 }
 
+uint32_t rs_pipe_lp_pool_chunks(const struct rs_pipe_config *c)
+{
+    return lp_chunks(c);
+}
+
 /* The regions of an instance; identical in every process for the same cfg. */
 static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N_REGIONS])
 {

@@ -58,6 +58,23 @@ rs_err rs_pipe_front_check(const struct rs_pipe_front_opts *o, char *err, size_t
     return RS_OK;
 }
 
+/*
+ * A client ROUTER keeps a routing id on the connection that has it: a second
+ * connection under the same id is ignored by libzmq (ROUTER_HANDOVER off),
+ * so nobody can take a client's output over by reusing its id. The daemons
+ * also send a request's output only to the connection that said hello as
+ * its owner (pipeline_owner.h); a client whose connection dropped
+ * reconnects and says hello again.
+ */
+static rs_err keep_routing_ids(rs_zsock *s, char *err, size_t err_len)
+{
+    int off = 0;
+    if (zmq_setsockopt(rs_zsock_handle(s), ZMQ_ROUTER_HANDOVER, &off, sizeof(off)) == 0)
+        return RS_OK;
+    snprintf(err, err_len, "ZMQ_ROUTER_HANDOVER: %s", zmq_strerror(zmq_errno()));
+    return RS_EIO;
+}
+
 static rs_err open_tcp(struct rs_pipe_front *f, void *zctx, const struct rs_pipe_front_opts *o,
                        char *err, size_t err_len)
 {
@@ -83,6 +100,8 @@ static rs_err open_tcp(struct rs_pipe_front *f, void *zctx, const struct rs_pipe
         snprintf(err, err_len, "cannot listen on %s: %s", o->listen, rs_strerror(rc));
         return rc;
     }
+    if ((rc = keep_routing_ids(f->tcp, err, err_len)) != RS_OK)
+        return rc;
     rs_log_info("serving CURVE clients on %s (allowlist %s)", rs_zsock_endpoint(f->tcp),
                 o->curve_allow);
     return RS_OK;
@@ -107,6 +126,10 @@ rs_err rs_pipe_front_open(struct rs_pipe_front *f, void *zctx, const char *rundi
     if (rc != RS_OK) {
         snprintf(err, err_len, "cannot bind %s: %s%s", ep, rs_strerror(rc),
                  rc == RS_EEXIST ? " (another instance is serving there)" : "");
+        return rc;
+    }
+    if ((rc = keep_routing_ids(f->ipc, err, err_len)) != RS_OK) {
+        rs_pipe_front_close(f);
         return rc;
     }
     if (o->listen[0] != '\0' && (rc = open_tcp(f, zctx, o, err, err_len)) != RS_OK) {

@@ -48,6 +48,16 @@ static inline uint32_t rs_pipe_lp_entry_words(uint32_t n_top)
     return 3u + 2u * n_top;
 }
 
+/* Chunks of the "logprobs" region of an instance of configuration c. Any process. */
+uint32_t rs_pipe_lp_pool_chunks(const struct rs_pipe_config *c);
+
+/* Chunks a logprob list of n_tokens entries with n_top alternatives takes (0 when n_top is 0). */
+static inline uint64_t rs_pipe_lp_chunks_for(uint64_t n_tokens, uint32_t n_top)
+{
+    uint64_t words = n_top == 0 ? 0 : n_tokens * rs_pipe_lp_entry_words(n_top);
+    return (words + RS_PIPE_LP_CHUNK_WORDS - 1) / RS_PIPE_LP_CHUNK_WORDS;
+}
+
 /* Bytes of a record's logprob list, and its offset in the record (after the token list). */
 uint64_t rs_pipe_lp_list_bytes(const struct rs_pipe_config *c);
 uint64_t rs_pipe_lp_list_offset(const struct rs_pipe_config *c);

@@ -150,6 +150,10 @@ struct rs_pipe_req {
      * (prompt and every parameter), so a resend under the same id is acknowledged again
      * while a different request under an id still in flight is refused as `duplicate` */
     uint64_t intake_hash;
+    /* tokenizerd's (intake, immutable once published): the client that submitted it
+     * (struct rs_pipe_owner, pipeline_owner.h); only it may cancel, resume or release it,
+     * and postprocd sends its output only to that owner's connection */
+    uint8_t owner[16];
     /* the token list (arena.h) follows at RS_PIPE_REQ_LIST_OFFSET, then the logprob list at
        rs_pipe_lp_list_offset() (pipeline_logprob.h) */
 };

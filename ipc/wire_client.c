@@ -53,6 +53,9 @@ static const struct wire_field small_fields[] = {
 #define SMALL_ID 0x4u
 #define SMALL_FROM 0x8u
 
+/* hello has its own table: its one optional field is the client's secret (never logged). */
+static const struct wire_field hello_fields[] = {{"v", "v"}, {"type", "type"}, {"secret", "secret"}};
+
 void rs_wire_generate_init(struct rs_wire_generate *g)
 {
     memset(g, 0, sizeof(*g));
@@ -132,6 +135,29 @@ static rs_err small_field(struct wire_rd *r, unsigned idx, void *ctx)
     }
 }
 
+/* The secret: printable ASCII like an id, so it can live in a config file or an env var. */
+static rs_err hello_field(struct wire_rd *r, unsigned idx, void *ctx)
+{
+    struct rs_wire_client_msg *m = ctx;
+    if (idx != 2)
+        return wire_rd_skip(r);
+    rs_err e = wire_rd_str(r, &m->u.hello.secret, RS_WIRE_SECRET_MAX);
+    if (e == RS_OK && !rs_wire_secret_valid(m->u.hello.secret.ptr, m->u.hello.secret.len))
+        return wire_fail(r, RS_WIRE_INVALID_PARAM, "must be %d..%d printable ASCII characters "
+                         "(0x21..0x7e)", RS_WIRE_SECRET_MIN, RS_WIRE_SECRET_MAX);
+    return e;
+}
+
+bool rs_wire_secret_valid(const char *s, size_t len)
+{
+    if (len < RS_WIRE_SECRET_MIN || len > RS_WIRE_SECRET_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+            return false;
+    return true;
+}
+
 /* Fields of cancel/resume/hello/release: which of small_fields each may and must carry. */
 static uint64_t small_allowed(enum rs_wire_type t)
 {
@@ -157,8 +183,10 @@ rs_err rs_wire_client_decode(const void *buf, size_t len, struct rs_wire_client_
         rs_wire_generate_init(&out->u.gen);
         e = wire_rd_fields(&r, n, gen_fields, N_GEN_FIELDS, 0x7, gen_field, out, &seen);
         out->u.gen.has = (uint32_t)(seen >> GEN_FIRST_OPT);
+    } else if (h.type == RS_WIRE_T_HELLO) {
+        e = wire_rd_fields(&r, n, hello_fields, 3, SMALL_HEAD, hello_field, out, &seen);
     } else if (h.type == RS_WIRE_T_CANCEL || h.type == RS_WIRE_T_RESUME ||
-               h.type == RS_WIRE_T_HELLO || h.type == RS_WIRE_T_RELEASE) {
+               h.type == RS_WIRE_T_RELEASE) {
         uint64_t allowed = small_allowed(h.type);
         unsigned n_tab = 64 - (unsigned)__builtin_clzll(allowed);
         e = wire_rd_fields(&r, n, small_fields, n_tab, allowed, small_field, out, &seen);
@@ -261,6 +289,23 @@ static rs_err encode_generate(const struct rs_wire_client_msg *m, struct wire_wr
     return RS_OK;
 }
 
+static rs_err encode_hello(const struct rs_wire_client_msg *m, struct wire_wr *w)
+{
+    const struct rs_wire_str *sec = &m->u.hello.secret;
+    if (sec->len != 0 && !rs_wire_secret_valid(sec->ptr, sec->len)) {
+        rs_log_error("wire: cannot encode hello: the secret is not %d..%d printable ASCII bytes",
+                     RS_WIRE_SECRET_MIN, RS_WIRE_SECRET_MAX);
+        return RS_EINVAL;
+    }
+    wire_wr_map(w, sec->len != 0 ? 3 : 2);
+    wire_wr_head(w, RS_WIRE_T_HELLO);
+    if (sec->len != 0) {
+        wire_wr_key(w, "secret");
+        wire_wr_str(w, sec->ptr, sec->len);
+    }
+    return wire_wr_end(w);
+}
+
 rs_err rs_wire_client_encode(const struct rs_wire_client_msg *m, struct rs_wire_buf *out)
 {
     struct wire_wr w;
@@ -282,7 +327,9 @@ rs_err rs_wire_client_encode(const struct rs_wire_client_msg *m, struct rs_wire_
     case RS_WIRE_T_RESUME:
     case RS_WIRE_T_HELLO:
     case RS_WIRE_T_RELEASE:
-        wire_wr_map(&w, m->type == RS_WIRE_T_RESUME ? 4 : m->type == RS_WIRE_T_HELLO ? 2 : 3);
+        if (m->type == RS_WIRE_T_HELLO)
+            return encode_hello(m, &w);
+        wire_wr_map(&w, m->type == RS_WIRE_T_RESUME ? 4 : 3);
         wire_wr_head(&w, m->type);
         if (needs_id) {
             wire_wr_key(&w, "id");

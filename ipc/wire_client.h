@@ -69,6 +69,10 @@ struct rs_wire_generate {
     struct rs_wire_doc template_kwargs; /* chat_template_kwargs: map of further variables */
 };
 
+/* A hello's optional `secret`: RS_WIRE_SECRET_MIN..MAX printable ASCII bytes (0x21..0x7e). */
+#define RS_WIRE_SECRET_MIN 16
+#define RS_WIRE_SECRET_MAX 128
+
 /* A decoded or to-be-encoded client message. */
 struct rs_wire_client_msg {
     enum rs_wire_type type;       /* GENERATE, CANCEL, HELLO, RESUME or RELEASE */
@@ -78,8 +82,14 @@ struct rs_wire_client_msg {
         struct {
             uint64_t from_seq; /* first delta sequence number wanted again */
         } resume;
+        struct {
+            struct rs_wire_str secret; /* the client's secret; len 0 = none sent */
+        } hello;
     } u;
 };
+
+/* 1 when s (len bytes) is a valid hello secret (RS_WIRE_SECRET_MIN..MAX printable ASCII). */
+bool rs_wire_secret_valid(const char *s, size_t len);
 
 /* Sets every field of g to its default and has to 0. Any thread. */
 void rs_wire_generate_init(struct rs_wire_generate *g);

@@ -21,14 +21,23 @@ static void count(struct postd *d, unsigned i)
     rs_counter_add(&d->p->metrics->stage[RS_PIPE_STAGE_POSTPROCD].counter[i], 1);
 }
 
+/*
+ * Output goes only to the connection that said hello as the request's owner
+ * (pipeline_owner.h); anything else is "not connected" (RS_ENOENT): the
+ * output stays in shared memory until the owner says hello again.
+ */
 rs_err postd_send(struct postd *d, struct rs_pipe_req *r, uint64_t now)
 {
-    rs_zsock *sock = rs_pipe_front_sock(&d->front, (r->flags & RS_PIPE_F_TCP) != 0);
+    int tcp = (r->flags & RS_PIPE_F_TCP) != 0;
+    rs_zsock *sock = rs_pipe_front_sock(&d->front, tcp);
     struct rs_zsock_peer peer;
+    struct rs_pipe_owner owner;
     peer.len = r->client_len <= RS_PIPE_CLIENT_MAX ? r->client_len : RS_PIPE_CLIENT_MAX;
     memcpy(peer.id, r->client, peer.len);
-    rs_err rc = sock != NULL ? rs_zsock_router_send(sock, &peer, d->out.data, d->out.len)
-                             : RS_ENOENT; /* a tcp client while this postprocd has no --listen */
+    memcpy(owner.d, r->owner, sizeof(owner.d));
+    rs_err rc = RS_ENOENT; /* also: a tcp client while this postprocd has no --listen */
+    if (sock != NULL && rs_pipe_owner_map_may_send(d->owners, tcp, peer.id, peer.len, &owner))
+        rc = rs_zsock_router_send(sock, &peer, d->out.data, d->out.len);
     if (rc == RS_OK) {
         if (r->unreachable_ns != 0)
             r->unreachable_ns = 0;
@@ -70,6 +79,32 @@ static void welcome(struct postd *d, rs_zsock *sock, const struct rs_zsock_peer 
         reply(d, sock, peer);
 }
 
+/*
+ * A hello binds the routing id to its owner: from then on this connection
+ * receives that owner's output. Another owner's hello under a bound routing
+ * id (a takeover attempt) is refused, logged and answered `forbidden`; the
+ * bound owner keeps its output.
+ */
+static void hello(struct postd *d, rs_zsock *sock, const struct rs_zsock_peer *peer,
+                  const struct rs_pipe_conn *conn, const struct rs_wire_client_msg *m)
+{
+    struct rs_pipe_owner owner;
+    const struct rs_wire_str *sec = &m->u.hello.secret;
+    if (peer->len <= RS_PIPE_CLIENT_MAX &&
+        rs_pipe_owner_map_hello(d->owners, d->p, peer->id, peer->len, conn, sec->ptr, sec->len,
+                                &owner) == RS_PIPE_BIND_REFUSED) {
+        char tag[9];
+        rs_pipe_owner_tag(&owner, tag);
+        rs_log_warn("routing id takeover refused: a hello from client %s (uid %u%s%s) under a "
+                    "routing id another client holds", tag, conn->uid, conn->tcp ? ", key " : "",
+                    conn->tcp ? conn->key : "");
+        reply_error(d, sock, peer, "", RS_WIRE_FORBIDDEN, "this routing id belongs to another "
+                    "client; pick another one");
+        return;
+    }
+    welcome(d, sock, peer);
+}
+
 /* The published record of (transport, peer, id): a linear scan, as resumes are rare. */
 static int find_request(struct postd *d, int tcp, const struct rs_zsock_peer *peer,
                         const char *id, struct rs_table_ref *ref)
@@ -87,8 +122,20 @@ static int find_request(struct postd *d, int tcp, const struct rs_zsock_peer *pe
     return 0;
 }
 
+/* 1 when r belongs to owner; otherwise logs the refusal of what (the secret is never logged). */
+static int owned(const struct rs_pipe_req *r, const struct rs_pipe_owner *owner, const char *what)
+{
+    if (memcmp(r->owner, owner->d, sizeof(owner->d)) == 0)
+        return 1;
+    char tag[9];
+    rs_pipe_owner_tag(owner, tag);
+    rs_log_req(RS_LOG_WARN, r->handle, RS_LOG_NOID, "refused %s of '%s' from client %s: the "
+               "request belongs to another client", what, r->id, tag);
+    return 0;
+}
+
 static void resume(struct postd *d, rs_zsock *sock, int tcp, const struct rs_zsock_peer *peer,
-                   const struct rs_wire_client_msg *m)
+                   const struct rs_wire_client_msg *m, const struct rs_pipe_owner *owner)
 {
     struct rs_table_ref ref;
     uint64_t now = rs_clock_ns();
@@ -98,6 +145,11 @@ static void resume(struct postd *d, rs_zsock *sock, int tcp, const struct rs_zso
         return;
     }
     struct rs_pipe_req *r = rs_pipe_req_at(d->p, ref.index);
+    if (!owned(r, owner, "a resume")) {
+        reply_error(d, sock, peer, m->id, RS_WIRE_FORBIDDEN, "the request belongs to another "
+                    "client (routing id and owner must both match)");
+        return;
+    }
     struct rs_pipe_cursor c = *rs_pipe_cursor_cur(r);
     count(d, RS_M_POST_REPLAYS);
     rs_log_req(RS_LOG_INFO, r->handle, RS_LOG_NOID, "resume '%s' from seq %llu (%u tokens "
@@ -115,13 +167,13 @@ static void resume(struct postd *d, rs_zsock *sock, int tcp, const struct rs_zso
  * (unknown id, a repeat, output still streaming) is ignored without a reply.
  */
 static void release(struct postd *d, int tcp, const struct rs_zsock_peer *peer,
-                    const struct rs_wire_client_msg *m)
+                    const struct rs_wire_client_msg *m, const struct rs_pipe_owner *owner)
 {
     struct rs_table_ref ref;
     if (!find_request(d, tcp, peer, m->id, &ref))
         return;
     struct rs_pipe_req *r = rs_pipe_req_at(d->p, ref.index);
-    if (rs_pipe_cursor_cur(r)->final_sent)
+    if (owned(r, owner, "a release") && rs_pipe_cursor_cur(r)->final_sent)
         postd_release(d, ref, "released by the client");
 }
 
@@ -134,12 +186,20 @@ static void handle(struct postd *d, rs_zsock *sock, int tcp, const struct rs_zso
         reply_error(d, sock, peer, m.id, err.code, err.msg);
         return;
     }
+    struct rs_pipe_conn conn;
+    struct rs_pipe_owner owner;
+    if (rs_pipe_conn_of(body, tcp, &conn) != RS_OK) {
+        reply_error(d, sock, peer, m.id, RS_WIRE_INTERNAL, "cannot tell which client sent this "
+                    "(no peer credentials on the connection)");
+        return;
+    }
+    rs_pipe_owner_map_owner(d->owners, peer->id, peer->len, &conn, &owner);
     if (m.type == RS_WIRE_T_HELLO)
-        welcome(d, sock, peer);
+        hello(d, sock, peer, &conn, &m);
     else if (m.type == RS_WIRE_T_RESUME)
-        resume(d, sock, tcp, peer, &m);
+        resume(d, sock, tcp, peer, &m, &owner);
     else if (m.type == RS_WIRE_T_RELEASE)
-        release(d, tcp, peer, &m);
+        release(d, tcp, peer, &m, &owner);
     else
         reply_error(d, sock, peer, m.id, RS_WIRE_BAD_REQUEST, "postprocd takes hello, resume and "
                     "release; send generate and cancel to tokenizerd");

@@ -52,6 +52,8 @@ static rs_err alloc_scratch(struct postd *d)
     d->lps = malloc(sizeof(struct rs_wire_logprob) * RS_WIRE_OUT_TOKENS_MAX);
     d->toks = malloc(sizeof(int32_t) * 256);
     rs_wire_buf_init(&d->out, RS_WIRE_SERVER_MSG_MAX);
+    if (rs_pipe_owner_map_create(4096, &d->owners) != RS_OK)
+        return RS_ENOMEM;
     return d->slots && d->step && d->released && d->text && d->msg_tokens && d->lps && d->toks
                ? RS_OK
                : RS_ENOMEM;
@@ -109,6 +111,7 @@ static void postprocd_close(void *self)
     struct postd *d = &((struct postprocd *)self)->d;
     rs_wire_buf_fini(&d->out);
     free(d->slots);
+    rs_pipe_owner_map_destroy(&d->owners);
     free(d->step);
     free(d->released);
     free(d->text);

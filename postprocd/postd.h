@@ -15,6 +15,7 @@
 #include "common/vocab.h"
 #include "ipc/pipeline_door.h"
 #include "ipc/pipeline_front.h"
+#include "ipc/pipeline_owner.h"
 #include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
@@ -31,6 +32,7 @@ struct postd {
     struct rs_pipe *p;             /* borrowed: the stage's opened instance */
     struct rs_pipe_doors *doors;   /* borrowed: the stage's doorbells (ipc/stage.h) */
     struct rs_pipe_front front;
+    rs_pipe_owner_map *owners;   /* routing id -> the owner whose hello bound it (client.c) */
     rs_vocab *vocab;
     uint64_t linger_ns;          /* keep a finished request this long for resume */
     uint64_t client_timeout_ns;  /* abort a request whose client is unreachable this long */

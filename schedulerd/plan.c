@@ -108,7 +108,8 @@ static int plan_running(struct sched *s, uint32_t *budget, int decodes)
         if (full && !decodes)
             break;
         uint32_t need = sr->len - sr->n_computed;
-        if (full || sr->in_batch || (need == 1) != decodes) {
+        if (full || sr->in_batch || (need == 1) != decodes ||
+            (need == 1 && fair_paused(s, idx))) { /* a stream nobody reads waits, KV kept */
             chunks += need > 1;
             i++;
             continue;

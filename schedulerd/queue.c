@@ -3,9 +3,9 @@
  * The two private orderings of requests: the waiting queue (an indexed
  * binary min-heap, so a cancelled request leaves it in O(log n)) and the
  * running list (an array kept sorted, walked in order every step; victims of
- * preemption come from its tail). Both order by (prio, handle): prio is the
- * request's priority under the priority policy and 0 under FCFS, handle the
- * arrival number. Leaves out what a position means (plan.c).
+ * preemption come from its tail). Both order by (prio, round, handle): prio
+ * is the request's priority under the priority policy and 0 under FCFS,
+ * round its owner's fair-queuing round (fair.c), handle the arrival number. Leaves out what a position means (plan.c).
  */
 #include <string.h>
 
@@ -13,7 +13,9 @@
 
 static int key_less(const struct sreq *a, const struct sreq *b)
 {
-    return a->prio != b->prio ? a->prio < b->prio : a->handle < b->handle;
+    if (a->prio != b->prio)
+        return a->prio < b->prio;
+    return a->round != b->round ? a->round < b->round : a->handle < b->handle;
 }
 
 static void heap_set(struct sched *s, uint32_t pos, uint32_t idx)
@@ -54,6 +56,7 @@ static void sift_down(struct sched *s, uint32_t pos)
 
 void waitq_push(struct sched *s, uint32_t idx)
 {
+    fair_stamp(s, idx);
     s->heap[s->n_heap] = idx;
     s->req[idx].heap_pos = s->n_heap++;
     sift_up(s, s->n_heap - 1);
@@ -64,6 +67,8 @@ void waitq_remove(struct sched *s, uint32_t idx)
     uint32_t pos = s->req[idx].heap_pos;
     if (pos >= s->n_heap || s->heap[pos] != idx)
         return;
+    if (pos == 0)
+        fair_served(s, idx); /* the top leaves when admitted (a cancel anywhere does not) */
     s->req[idx].heap_pos = SCHED_NONE;
     uint32_t last = s->heap[--s->n_heap];
     if (pos == s->n_heap)

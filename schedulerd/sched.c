@@ -67,6 +67,7 @@ void sched_destroy(struct sched **sp)
     free(s->tokbuf);
     free(s->blkbuf);
     free(s->hashbuf);
+    fair_destroy(&s->fair);
     free(s);
     *sp = NULL;
 }
@@ -94,13 +95,18 @@ rs_err sched_create(struct rs_pipe *p, struct rs_pipe_doors *doors, struct sched
     s->blkbuf = calloc(c->max_blocks_per_seq, sizeof(uint32_t));
     s->hashbuf = calloc(c->max_blocks_per_seq, sizeof(uint64_t));
     rs_err rc = RS_ENOMEM;
+    if (fair_create(c->max_requests, &s->fair) != RS_OK)
+        s->fair = NULL;
     if (s->req && s->heap && s->run && s->free_slots && s->slot_req && s->plan && s->flight &&
-        s->tokbuf && s->blkbuf && s->hashbuf)
+        s->tokbuf && s->blkbuf && s->hashbuf && s->fair)
         rc = kv_block_init(&s->kv, p->kv_meta, c->n_kv_blocks, c->block_size);
     else
         rs_log_error("scheduler state for %u requests: out of memory", c->max_requests);
-    if (rc == RS_OK)
+    if (rc == RS_OK) {
+        fair_rebuilding(s->fair, 1);
         rc = rebuild_all(s);
+        fair_rebuilding(s->fair, 0);
+    }
     if (rc != RS_OK) {
         sched_destroy(&s);
         return rc;

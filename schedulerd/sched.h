@@ -129,6 +129,8 @@ struct sreq {
     uint32_t last_cached;/* block caching block n_hashed - 1 (the next one's parent), or NONE */
     int32_t next_tok;    /* token at position n_computed when known from a result, else -1 */
     uint32_t heap_pos;   /* index in the waiting heap */
+    uint8_t stamped;     /* round assigned (fair.c) */
+    uint64_t round;      /* fair-queuing round: orders after prio, before handle */
 };
 
 /* One sequence of the batch being built. */
@@ -173,7 +175,25 @@ struct sched {
     uint32_t *blkbuf;            /* cfg.max_blocks_per_seq blocks of scratch */
     uint64_t *hashbuf;           /* cfg.max_blocks_per_seq hashes of scratch */
     struct budget_opts budget;   /* zero (no budget) from sched_create; main.c sets it */
+    struct fair *fair;           /* rounds per owner (fair.c) */
 };
+
+/* fair.c ------------------------------------------------------------------------------------- */
+
+/* Tokens a stream nobody reads may run ahead of what was sent before it pauses. */
+#define FAIR_PAUSE_BACKLOG 64u
+
+struct fair;
+rs_err fair_create(uint32_t max_requests, struct fair **out);
+void fair_destroy(struct fair **f);
+/* Gives waiting request idx its owner's next round (kept when it was preempted). */
+void fair_stamp(struct sched *s, uint32_t idx);
+/* While on (start-up rebuild), requests found waiting get round 0: FCFS before new ones. */
+void fair_rebuilding(struct fair *f, int on);
+/* Request idx was admitted: its round is now being served. */
+void fair_served(struct sched *s, uint32_t idx);
+/* 1 while running stream idx is paused: its client is not reading and it ran ahead. */
+int fair_paused(const struct sched *s, uint32_t idx);
 
 /* sched.c ------------------------------------------------------------------------------------ */
 

@@ -71,6 +71,31 @@ static void welcome(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *
         tokd_send(t, sock, peer);
 }
 
+/*
+ * A hello binds the routing id to its owner (credentials + secret). Another
+ * owner's hello under a routing id that is bound is a takeover attempt: it
+ * is refused, answered `forbidden` and logged (never the secret).
+ */
+static void hello(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
+                  const struct rs_pipe_conn *conn, const struct rs_wire_client_msg *m)
+{
+    struct rs_pipe_owner owner;
+    const struct rs_wire_str *sec = &m->u.hello.secret;
+    if (peer->len <= RS_PIPE_CLIENT_MAX &&
+        rs_pipe_owner_map_hello(t->owners, t->p, peer->id, peer->len, conn, sec->ptr, sec->len,
+                                &owner) == RS_PIPE_BIND_REFUSED) {
+        char tag[9];
+        rs_pipe_owner_tag(&owner, tag);
+        rs_log_warn("routing id takeover refused: a hello from client %s (uid %u%s%s) under a "
+                    "routing id another client holds", tag, conn->uid, conn->tcp ? ", key " : "",
+                    conn->tcp ? conn->key : "");
+        tokd_reply_error(t, sock, peer, "", RS_WIRE_FORBIDDEN, "this routing id belongs to "
+                         "another client; pick another one");
+        return;
+    }
+    welcome(t, sock, peer);
+}
+
 /* Decodes and routes one received body. */
 static rs_err handle(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_peer *peer,
                      const zmq_msg_t *body, uint64_t arrival_ns)
@@ -83,14 +108,22 @@ static rs_err handle(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
         tokd_reply_error(t, sock, peer, m.id, err.code, "%s", err.msg);
         return RS_OK;
     }
+    struct rs_pipe_conn conn;
+    struct rs_pipe_owner owner;
+    if (rs_pipe_conn_of(body, tcp, &conn) != RS_OK) {
+        tokd_reply_error(t, sock, peer, m.id, RS_WIRE_INTERNAL, "cannot tell which client "
+                         "sent this (no peer credentials on the connection)");
+        return RS_OK;
+    }
+    rs_pipe_owner_map_owner(t->owners, peer->id, peer->len, &conn, &owner);
     switch (m.type) {
     case RS_WIRE_T_GENERATE:
-        return tokd_generate(t, sock, tcp, peer, &m, arrival_ns);
+        return tokd_generate(t, sock, tcp, peer, &m, &owner, arrival_ns);
     case RS_WIRE_T_CANCEL:
-        tokd_cancel(t, sock, tcp, peer, &m);
+        tokd_cancel(t, sock, tcp, peer, &m, &owner);
         return RS_OK;
     case RS_WIRE_T_HELLO:
-        welcome(t, sock, peer);
+        hello(t, sock, peer, &conn, &m);
         return RS_OK;
     default:
         tokd_reply_error(t, sock, peer, m.id, RS_WIRE_BAD_REQUEST, "tokenizerd takes generate, "

@@ -95,7 +95,8 @@ static int tokenize_prompt(struct tokd *t, rs_zsock *sock, const struct rs_zsock
 /* The intake fields of a claimed record (private until published). */
 static void fill_record(struct tokd *t, struct rs_pipe_req *r, int tcp,
                         const struct rs_zsock_peer *peer, const struct rs_wire_client_msg *m,
-                        uint32_t n_prompt, uint64_t hash, uint64_t arrival_ns)
+                        const struct rs_pipe_owner *owner, uint32_t n_prompt, uint64_t hash,
+                        uint64_t arrival_ns)
 {
     const struct rs_wire_generate *g = &m->u.gen;
     memset(r, 0, sizeof(*r)); /* a reused record keeps the last request's fields otherwise */
@@ -103,6 +104,7 @@ static void fill_record(struct tokd *t, struct rs_pipe_req *r, int tcp,
     memcpy(r->id, m->id, sizeof(r->id));
     r->client_len = peer->len;
     memcpy(r->client, peer->id, peer->len);
+    memcpy(r->owner, owner->d, sizeof(r->owner));
     r->flags = (g->stream ? RS_PIPE_F_STREAM : 0) | (g->ignore_eos ? RS_PIPE_F_IGNORE_EOS : 0) |
                (tcp ? RS_PIPE_F_TCP : 0);
     r->n_prompt = n_prompt;
@@ -167,9 +169,11 @@ static rs_err commit(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer 
  */
 static int answer_existing(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
                            const struct rs_wire_client_msg *m, struct rs_table_ref ref,
-                           uint64_t hash)
+                           uint64_t hash, const struct rs_pipe_owner *owner)
 {
     struct rs_pipe_req *r = rs_pipe_req_at(t->p, ref.index);
+    if (tokd_owner_refuse(t, sock, peer, r, "a generate", owner))
+        return 1;
     if (r->intake_hash == hash) {
         metric(t, RS_M_TOK_DUPLICATES, 1);
         rs_log_req(RS_LOG_INFO, r->handle, RS_LOG_NOID, "resent request '%s' acknowledged "
@@ -177,8 +181,8 @@ static int answer_existing(struct tokd *t, rs_zsock *sock, const struct rs_zsock
         send_ack(t, sock, peer, r);
         return 1;
     }
-    uint32_t state, gen, owner;
-    rs_table_peek(t->p->requests, ref.index, &state, &gen, &owner);
+    uint32_t state, gen, incarnation;
+    rs_table_peek(t->p->requests, ref.index, &state, &gen, &incarnation);
     if (gen == ref.gen && state == RS_PIPE_REQ_FINISHED && rs_pipe_cursor_cur(r)->final_sent) {
         rs_log_req(RS_LOG_INFO, r->handle, RS_LOG_NOID, "request id '%s' reused after its "
                    "final: releasing the old output now", r->id);
@@ -210,7 +214,8 @@ static int check_client(struct tokd *t, rs_zsock *sock, const struct rs_zsock_pe
 }
 
 rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_peer *peer,
-                     const struct rs_wire_client_msg *m, uint64_t arrival_ns)
+                     const struct rs_wire_client_msg *m, const struct rs_pipe_owner *owner,
+                     uint64_t arrival_ns)
 {
     struct rs_pipe *p = t->p;
     if (check_client(t, sock, peer, m))
@@ -224,13 +229,10 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
                             .id = m->id, .id_len = (uint32_t)strlen(m->id)};
     struct rs_table_ref ref;
     if (dedup_find(t->index, p->requests, &key, &ref) &&
-        answer_existing(t, sock, peer, m, ref, hash))
+        answer_existing(t, sock, peer, m, ref, hash, owner))
         return RS_OK;
-    uint32_t n_prompt = n_ids;
-    if ((g->has & RS_WIRE_GEN_PROMPT) && tokenize_prompt(t, sock, peer, m, &n_prompt))
-        return RS_OK;
-    if ((g->has & RS_WIRE_GEN_MESSAGES) && tokd_chat_tokenize(t, sock, peer, m, &n_prompt))
-        return RS_OK;
+    if (tokd_owner_admit(t, sock, peer, m, owner))
+        return RS_OK; /* before tokenizing: a refused prompt costs no tokenizer time */
     void *rec;
     rs_err rc = rs_table_claim(p->requests, &ref, &rec);
     if (rc == RS_EFULL) {
@@ -247,8 +249,15 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
                          "record: %s", rs_strerror(rc));
         return RS_OK;
     }
+    /* The record is claimed before tokenizing, so a full table costs no tokenizer time. */
+    uint32_t n_prompt = n_ids;
+    if (((g->has & RS_WIRE_GEN_PROMPT) && tokenize_prompt(t, sock, peer, m, &n_prompt)) ||
+        ((g->has & RS_WIRE_GEN_MESSAGES) && tokd_chat_tokenize(t, sock, peer, m, &n_prompt))) {
+        rs_table_free(p->requests, ref, RS_TABLE_CLAIMED); /* nothing written to it yet */
+        return RS_OK;
+    }
     struct rs_pipe_req *r = rec;
-    fill_record(t, r, tcp, peer, m, n_prompt, hash, arrival_ns);
+    fill_record(t, r, tcp, peer, m, owner, n_prompt, hash, arrival_ns);
     if ((rc = commit(t, sock, peer, ref, r)) != RS_OK)
         return rc == RS_ESTALE ? RS_ESTALE : RS_OK;
     dedup_insert(t->index, &key, ref);
@@ -265,7 +274,7 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
 }
 
 void tokd_cancel(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_peer *peer,
-                 const struct rs_wire_client_msg *m)
+                 const struct rs_wire_client_msg *m, const struct rs_pipe_owner *owner)
 {
     struct dedup_key key = {.tcp = tcp, .client = peer->id, .client_len = peer->len,
                             .id = m->id, .id_len = (uint32_t)strlen(m->id)};
@@ -276,6 +285,8 @@ void tokd_cancel(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_
         return;
     }
     struct rs_pipe_req *r = rs_pipe_req_at(t->p, ref.index);
+    if (tokd_owner_refuse(t, sock, peer, r, "a cancel", owner))
+        return;
     int set = rs_pipe_finish_set(r, rs_pipe_finish_make(RS_WIRE_FINISH_ABORT,
                                                         RS_PIPE_STAGE_TOKENIZERD, 0));
     struct rs_wire_door door;

@@ -57,6 +57,8 @@ static rs_err tokenizerd_attach(void *self, struct rs_stage *st, char *err, size
     t->p = st->p;
     t->doors = &st->doors;
     rs_err rc = dedup_create(st->args.cfg.max_requests, &t->index);
+    if (rc == RS_OK)
+        rc = rs_pipe_owner_map_create(4096, &t->owners);
     if (rc == RS_OK && (t->ids = malloc(sizeof(int32_t) * st->args.cfg.n_ctx)) == NULL)
         rc = RS_ENOMEM;
     if (rc != RS_OK) {
@@ -65,6 +67,7 @@ static rs_err tokenizerd_attach(void *self, struct rs_stage *st, char *err, size
     }
     rs_wire_buf_init(&t->out, RS_WIRE_SERVER_MSG_MAX);
     d->n_socks = rs_pipe_front_poll_items(&t->front, d->items, d->socks);
+    tokd_owner_limits(t);
     uint32_t live = dedup_rebuild(t->index, t->p->requests);
     rs_log_info("model %s, %u tokens of context, %u vocab, %u requests in flight found",
                 st->args.cfg.model_path, st->args.cfg.n_ctx, st->args.cfg.n_vocab, live);
@@ -121,6 +124,7 @@ static void tokenizerd_close(void *self)
     free(t->ids);
     dedup_destroy(&t->index);
     tokd_chat_fini(&t->chat);
+    rs_pipe_owner_map_destroy(&t->owners);
     rs_tokenizer_destroy(&t->tok);
     rs_vocab_destroy(&t->vocab);
 }
@@ -130,6 +134,14 @@ static const struct rs_opt own_opts[] = {
      .off = offsetof(struct tokenizerd, chat_template), .arg = "FILE",
      .help = "render conversations with this Jinja template instead of\n"
              "the model's tokenizer.chat_template"},
+    {.name = "owner-max-requests", .kind = RS_OPT_U32,
+     .off = offsetof(struct tokenizerd, t.opts.owner_max_requests), .min = 0, .max = 1u << 24,
+     .arg = "N", .help = "requests one client may hold at once, running or finished and not\n"
+                         "yet released (default: --owner-share of --max-requests)"},
+    {.name = "owner-share", .kind = RS_OPT_U32,
+     .off = offsetof(struct tokenizerd, t.opts.owner_share_pct), .min = 1, .max = 100,
+     .arg = "PCT", .help = "percent of the request table and of the logprob space one\n"
+                           "client may hold (default 25)"},
     {0},
 };
 

@@ -18,6 +18,7 @@
 #include "common/vocab.h"
 #include "ipc/pipeline_door.h"
 #include "ipc/pipeline_front.h"
+#include "ipc/pipeline_owner.h"
 #include "ipc/pipeline_req.h"
 #include "ipc/wire_client.h"
 #include "ipc/wire_server.h"
@@ -99,7 +100,10 @@ int tokd_chat_tokenize(struct tokd *t, rs_zsock *sock, const struct rs_zsock_pee
 /* --- the daemon ---------------------------------------------------------------------------- */
 
 struct tokd_opts {
-    uint32_t max_batch_msgs; /* client messages handled per socket per loop pass */
+    uint32_t max_batch_msgs;     /* client messages handled per socket per loop pass */
+    uint32_t owner_max_requests; /* --owner-max-requests; 0 = owner_share_pct of the table */
+    uint32_t owner_share_pct;    /* --owner-share: percent of each resource one owner may
+                                    hold; 0 = 25 */
 };
 
 struct tokd {
@@ -110,6 +114,12 @@ struct tokd {
     rs_tokenizer *tok;
     struct tokd_chat chat;   /* the chat template (chat.c) */
     struct dedup *index;
+    struct tokd_opts opts;
+    rs_pipe_owner_map *owners;     /* routing id -> the owner that said hello (owner.c) */
+    uint32_t owner_max_requests;   /* resolved limits (tokd_owner_limits) */
+    uint64_t owner_max_lp_chunks;
+    uint64_t owner_max_tok_chunks;
+    uint64_t lp_pool_chunks;       /* the logprob region's chunks */
     int32_t *ids;            /* n_ctx prompt ids: the tokenizer's output */
     struct rs_wire_buf out;  /* reply encoder buffer */
     int fenced;              /* set when a shared-memory call said we are fenced */
@@ -143,10 +153,39 @@ void tokd_send(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer)
  * (also for refused requests) or RS_ESTALE when fenced.
  */
 rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_peer *peer,
-                     const struct rs_wire_client_msg *m, uint64_t arrival_ns);
+                     const struct rs_wire_client_msg *m, const struct rs_pipe_owner *owner,
+                     uint64_t arrival_ns);
 
-/* Handles a cancel: sets the finish word (abort) and rings schedulerd, or answers not_found. */
+/* Handles a cancel: sets the finish word (abort) and rings schedulerd, or answers not_found
+ * (forbidden when the request belongs to another owner). */
 void tokd_cancel(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zsock_peer *peer,
-                 const struct rs_wire_client_msg *m);
+                 const struct rs_wire_client_msg *m, const struct rs_pipe_owner *owner);
+
+/* --- owner.c -------------------------------------------------------------------------------- */
+
+/* What one owner holds, counted from the request table. */
+struct tokd_use {
+    uint32_t n_requests;     /* published records of the owner (running or unreleased) */
+    uint64_t lp_chunks;      /* logprob chunks its records reserve */
+    uint64_t tok_chunks;     /* token-arena chunks its records reserve (prompt + max_tokens) */
+    uint64_t tok_chunks_all; /* token-arena chunks every record reserves */
+    uint64_t lp_chunks_all;  /* logprob chunks every record reserves */
+    uint32_t n_all;          /* published records of every owner */
+};
+
+/* Resolves the per-owner limits from t->opts and the configuration (attach). */
+void tokd_owner_limits(struct tokd *t);
+
+/* Counts what owner holds (one pass over the table). */
+void tokd_owner_usage(struct tokd *t, const struct rs_pipe_owner *owner, struct tokd_use *u);
+
+/* Share check before tokenizing; 1 when the generate was answered `overloaded`. */
+int tokd_owner_admit(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
+                     const struct rs_wire_client_msg *m, const struct rs_pipe_owner *owner);
+
+/* 1 (answered `forbidden`, logged) when r belongs to another owner than owner; what: "cancel". */
+int tokd_owner_refuse(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
+                      const struct rs_pipe_req *r, const char *what,
+                      const struct rs_pipe_owner *owner);
 
 #endif

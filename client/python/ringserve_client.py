@@ -147,9 +147,20 @@ class Client:
     def __init__(self, rundir=None, instance="default", tokenizerd=None, postprocd=None,
                  curve_secret_file=None, curve_server_key=None, curve_postprocd_key=None,
                  routing_id=None, ack_timeout=1.0, stall=1.0, timeout=600.0,
-                 max_requests=1024, context=None):
+                 max_requests=1024, context=None, secret=None):
         rundir = rundir or default_rundir(instance)
         self.rid = routing_id or b"rsc-" + secrets.token_hex(12).encode()
+        # The secret makes this client's requests its own (PROTOCOL.md 3.3); never logged.
+        # Random per client unless the caller chose the routing id (then none: another
+        # process of the same user may re-attach under it) or passes its own.
+        if secret is None and routing_id is None:
+            secret = secrets.token_hex(32)
+        if secret is not None and not (16 <= len(secret) <= 128 and
+                                       all(0x21 <= ord(ch) <= 0x7e for ch in secret)):
+            raise ValueError("secret must be 16..128 printable ASCII characters")
+        self._hello = {"v": PROTOCOL_VERSION, "type": "hello"}
+        if secret is not None:
+            self._hello["secret"] = secret
         if not 1 <= len(self.rid) <= 64 or self.rid[0] == 0:
             raise ValueError("routing id must be 1..64 bytes, first byte not zero")
         self.ack_timeout, self.stall, self.timeout = ack_timeout, stall, timeout
@@ -168,6 +179,7 @@ class Client:
                "post": postprocd or f"ipc://{rundir}/postprocd.sock"}
         keys = {"tok": curve_server_key, "post": curve_postprocd_key or curve_server_key}
         self.sock, self.mon = {}, {}
+        self.eps, self.unanswered = eps, 0
         for name in ("tok", "post"):
             self.sock[name] = self._dealer(eps[name], curve_secret_file, keys[name])
             self.mon[name] = self.sock[name].get_monitor_socket(
@@ -222,15 +234,28 @@ class Client:
             self.stats["send_fail"] += 1
             return False
 
+    def _hello_tok(self):
+        # Ahead of each generate/cancel on the same (ordered) connection: a reconnected or
+        # restarted tokenizerd then knows this connection's owner before the request.
+        return "secret" not in self._hello or self._send("tok", self._hello)
+
     def _send_hello(self, now):
-        if self._send("post", {"v": PROTOCOL_VERSION, "type": "hello"}):
+        if self._send("post", self._hello):
             self.stats["hellos"] += 1
             self.hello_time = now
+            self.unanswered += 1
+            if self.unanswered >= 5:
+                # The daemons ignore a connection made while they still held our previous
+                # one under this routing id (no handover), for good: connect anew.
+                self.unanswered = 0
+                self.sock["post"].disconnect(self.eps["post"])
+                self.sock["post"].connect(self.eps["post"])
         self.hello_due = now + self.hello_ivl
         self.hello_ivl = min(self.hello_ivl * 2, 1.0)
 
     def _send_generate(self, req, now):
-        if not self._send("tok", req.body):
+        # Never a generate whose hello did not go out: it would be owned by the uid alone.
+        if not self._hello_tok() or not self._send("tok", req.body):
             req.gen_due = now + 0.1
             return
         self.stats["gen_sent"] += 1
@@ -241,7 +266,8 @@ class Client:
         req.gen_ivl = min(req.gen_ivl * 2, BACKOFF_MAX)
 
     def _send_cancel(self, req, now):
-        sent = self._send("tok", {"v": PROTOCOL_VERSION, "type": "cancel", "id": req.id})
+        sent = self._hello_tok() and self._send(
+            "tok", {"v": PROTOCOL_VERSION, "type": "cancel", "id": req.id})
         self.stats["cancels_sent"] += sent
         req.cancel_due = now + (self.ack_timeout if sent else 0.1)
 
@@ -456,6 +482,7 @@ class Client:
 
     def _on_welcome(self, now):
         self.welcomed, self.hello_due, self.hello_ivl = True, None, 0.02
+        self.unanswered = 0
         for req in self.requests.values():
             if not req.acked and not req.sent_once:
                 req.gen_due = now

@@ -159,6 +159,8 @@ static int test_a_new_client_under_the_same_routing_id_replays_from_seq_0(void)
          wait_final(c, &third) == 0;
     int same_third = ok && same(&third, &ref) == 0;
     uint64_t runs = handles_issued(&h) - h0;
+    /* one live connection per routing id: a second one is ignored while c holds it */
+    rs_client_destroy(&c);
     /* without the keep prefix the final releases it: the same submission then runs anew */
     struct rs_client_req_opts o2 = {.id = "plain-1", .replay = true};
     rs_client *d = client_of(&h, RID, NULL);

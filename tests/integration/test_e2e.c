@@ -61,6 +61,8 @@ static int start(struct rs_harness *h, uint32_t max_requests, uint32_t kv_blocks
     o.max_seqs = max_seqs;
     o.extra[RS_PIPE_STAGE_POSTPROCD][0] = "--linger-ms";
     o.extra[RS_PIPE_STAGE_POSTPROCD][1] = LINGER;
+    o.extra[RS_PIPE_STAGE_TOKENIZERD][0] = "--owner-share"; /* one client sees the whole table */
+    o.extra[RS_PIPE_STAGE_TOKENIZERD][1] = "100";
     return rs_harness_start(h, &o) == RS_OK ? 0 : 1;
 }
 

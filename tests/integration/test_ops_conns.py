@@ -97,7 +97,7 @@ def test_oversized_message_gets_too_large_and_the_connection_stays(inst):
     inst.wait_ready()
     cl = Client(inst.rundir)
     try:
-        cl.send(cl.tok, {"v": 1, "type": "generate", "id": "big", "prompt": "x" * (3 << 20)})
+        cl.send(cl.tok, {"v": 2, "type": "generate", "id": "big", "prompt": "x" * (3 << 20)})
         m = cl.recv(cl.tok, ops.DEADLINE)
         check(m is not None and m.get("type") == "error" and m.get("code") == "too_large",
               f"oversized message: expected a too_large error, got {m}")

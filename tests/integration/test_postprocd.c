@@ -14,11 +14,13 @@
  * logprobs travel with their tokens; client mistakes get error replies.
  */
 #include <math.h>
+#include <unistd.h>
 
 #include "common/detok.h"
 #include "common/vocab.h"
 #include "ipc/pipeline_logprob.h"
 #include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_owner.h"
 #include "ipc/pipeline_req.h"
 #include "launcherd/engine/sampler.h"
 #include "tests/integration/front_fixture.h"
@@ -113,6 +115,8 @@ static int teardown(struct env *e)
 
 struct req_opts {
     int stream, tcp;
+    const char *key;    /* tcp: the client's CURVE public key (its owner), NULL over ipc */
+    const char *secret; /* the secret of the owner's hello, NULL = none */
     const char *stops[2];
     int n_logprobs;
 };
@@ -128,6 +132,14 @@ static int make_request(struct env *e, const char *id, const char *client,
     snprintf(r->id, sizeof(r->id), "%s", id);
     r->client_len = (uint8_t)strlen(client);
     memcpy(r->client, client, r->client_len);
+    /* the owner tokenizerd would record: this process's uid (ipc) or the client's CURVE key
+     * (tcp), no secret: the test clients' hello carries none */
+    struct rs_pipe_conn cred = {.tcp = o->tcp, .uid = (uint32_t)getuid()};
+    if (o->key != NULL)
+        snprintf(cred.key, sizeof(cred.key), "%s", o->key);
+    struct rs_pipe_owner owner;
+    rs_pipe_owner_make(&cred, o->secret, o->secret != NULL ? strlen(o->secret) : 0, &owner);
+    memcpy(r->owner, owner.d, sizeof(r->owner));
     r->flags = (o->stream ? RS_PIPE_F_STREAM : 0) | (o->tcp ? RS_PIPE_F_TCP : 0);
     r->n_prompt = 1;
     r->max_tokens = N_CTX - 1;
@@ -298,14 +310,42 @@ static int send_resume(struct fx_client *c, const char *id, uint64_t from)
     return fx_send(c, &m);
 }
 
+/* The secret the pumped client's hellos carry (NULL: none, like the other test clients). */
+static const char *pump_secret;
+
+static void send_hello_with(struct fx_client *c, const char *secret)
+{
+    struct rs_wire_client_msg m;
+    memset(&m, 0, sizeof(m));
+    m.type = RS_WIRE_T_HELLO;
+    if (secret != NULL)
+        m.u.hello.secret = (struct rs_wire_str){secret, (uint32_t)strlen(secret)};
+    (void)fx_send(c, &m);
+}
+
+static void send_hello(struct fx_client *c)
+{
+    send_hello_with(c, pump_secret);
+}
+
 /* Receives for up to ms, routing messages to the rx of their id; gaps ask for a resume. */
 static int pump(struct fx_client *c, struct rx **rxs, int n, int ms)
 {
     struct rs_wire_server_msg m;
-    uint64_t end = rs_clock_ms() + (uint64_t)ms;
+    uint64_t end = rs_clock_ms() + (uint64_t)ms, quiet_since = rs_clock_ms();
     while (rs_clock_ms() < end) {
-        if (fx_recv(c, 10, &m) != 0)
+        if (fx_recv(c, 10, &m) != 0) {
+            /* Quiet: say hello again, as the client library does on a stall. A restarted
+             * postprocd sends output only to a connection that said hello (PROTOCOL.md 3.3). */
+            if (rs_clock_ms() - quiet_since >= 200) {
+                send_hello(c);
+                quiet_since = rs_clock_ms();
+            }
             continue;
+        }
+        quiet_since = rs_clock_ms();
+        if (m.type == RS_WIRE_T_WELCOME)
+            continue; /* the answer to one of those hellos */
         RS_CHECK_MSG(m.type == RS_WIRE_T_DELTA || m.type == RS_WIRE_T_FINAL, "unexpected %s",
                      rs_wire_type_name(m.type));
         int k = 0;
@@ -336,6 +376,8 @@ static int pump_finals(struct fx_client *c, struct rx **rxs, int n, int ms)
             done &= rxs[k]->final;
         if (done)
             return 0;
+        if (waited > 0 && waited % 500 == 0)
+            send_hello(c); /* first: a restarted postprocd answers only a bound connection */
         if (waited > 0 && waited % 500 == 0)
             for (int k = 0; k < n; k++)
                 if (!rxs[k]->final) {
@@ -770,6 +812,78 @@ static int sample_outputs(struct env *e, struct rs_sample_result *res, uint32_t 
     return 0;
 }
 
+/* Connects under rid until a hello is answered (a connection libzmq ignored is replaced). */
+static int hello_answer(struct env *e, const char *rid, const char *secret, struct fx_client *c,
+                        struct rs_wire_server_msg *w)
+{
+    for (int i = 0; i < 50; i++) {
+        RS_CHECK(fx_client_open(&e->in, "postprocd", rid, c) == 0);
+        send_hello_with(c, secret);
+        if (fx_recv(c, 300, w) == 0)
+            return 0;
+        fx_client_close(c);
+    }
+    RS_CHECK_MSG(0, "no answer to hello under '%s'", rid);
+    return 1;
+}
+
+/*
+ * Another owner under a client's routing id receives none of its output. A
+ * second connection while the owner is connected is ignored; after the
+ * owner left, the other owner's hello is refused (`forbidden`, the
+ * request is still held), its resume too, and nothing is sent to it while
+ * the request streams on. The owner comes back with its secret, resumes,
+ * and has every token exactly once.
+ */
+static int test_another_owner_under_the_routing_id_gets_nothing(void)
+{
+    struct env e;
+    int rc = setup(&e, NULL);
+    if (rc != 0)
+        return rc;
+    const char *mine = "owner-secret-0123456789", *theirs = "thief-secret-9876543210";
+    struct fx_client owner, thief;
+    struct rs_wire_server_msg w;
+    RS_CHECK(hello_answer(&e, "victim", mine, &owner, &w) == 0 && w.type == RS_WIRE_T_WELCOME);
+    struct rs_table_ref ref;
+    struct req_opts so = {.stream = 1, .secret = mine};
+    RS_CHECK(make_request(&e, "v1", "victim", &so, &ref) == 0);
+    static struct rx x;
+    rx_init(&x, "v1");
+    struct rx *rxs[] = {&x};
+    RS_CHECK(fx_client_open(&e.in, "postprocd", "victim", &thief) == 0);
+    send_hello_with(&thief, theirs);
+    RS_CHECK(append(&e, ref, 0, 10, 1) == 0);
+    pump_secret = mine;
+    for (int i = 0; i < 100 && x.next < 10; i++)
+        RS_CHECK(pump(&owner, rxs, 1, 20) == 0);
+    RS_CHECK(x.next == 10);
+    RS_CHECK_MSG(fx_recv(&thief, 300, &w) != 0, "the second connection got a %s",
+                 rs_wire_type_name(w.type));
+    fx_client_close(&thief);
+    fx_client_close(&owner);
+    RS_CHECK(hello_answer(&e, "victim", theirs, &thief, &w) == 0);
+    RS_CHECK_MSG(w.type == RS_WIRE_T_ERROR && w.u.error.code == RS_WIRE_FORBIDDEN,
+                 "takeover hello answered %s", rs_wire_type_name(w.type));
+    RS_CHECK(append(&e, ref, 10, 20, 1) == 0);
+    RS_CHECK(send_resume(&thief, "v1", 0) == 0);
+    RS_CHECK(fx_recv(&thief, 1000, &w) == 0 && w.type == RS_WIRE_T_ERROR &&
+             w.u.error.code == RS_WIRE_FORBIDDEN);
+    RS_CHECK_MSG(fx_recv(&thief, 300, &w) != 0, "the other owner got a %s",
+                 rs_wire_type_name(w.type));
+    fx_client_close(&thief);
+    RS_CHECK(hello_answer(&e, "victim", mine, &owner, &w) == 0 && w.type == RS_WIRE_T_WELCOME);
+    RS_CHECK(finish(&e, ref, rs_pipe_finish_make(RS_WIRE_FINISH_LENGTH, RS_PIPE_STAGE_LAUNCHERD,
+                                                 0)) == 0);
+    x.resumes++;
+    RS_CHECK(send_resume(&owner, "v1", x.next) == 0);
+    RS_CHECK(pump_finals(&owner, rxs, 1, 5000) == 0 && check_output(&e, &x, 20) == 0);
+    pump_secret = NULL;
+    rx_fini(&x);
+    fx_client_close(&owner);
+    return teardown(&e);
+}
+
 /* A request that came over tcp is answered on the tcp ROUTER, not to an ipc namesake. */
 static int test_tcp_client_is_answered_over_tcp(void)
 {
@@ -783,7 +897,7 @@ static int test_tcp_client_is_answered_over_tcp(void)
     RS_CHECK(fx_curve_client(&e.in, &k, 1, "remote", &remote) == 0 && hello(&remote) == 0);
     RS_CHECK(fx_client_open(&e.in, "postprocd", "remote", &local) == 0 && hello(&local) == 0);
     struct rs_table_ref ref;
-    struct req_opts so = {.stream = 1, .tcp = 1};
+    struct req_opts so = {.stream = 1, .tcp = 1, .key = k.good.public_z85};
     RS_CHECK(make_request(&e, "tr", "remote", &so, &ref) == 0);
     RS_CHECK(append(&e, ref, 0, 30, 1) == 0);
     RS_CHECK(finish(&e, ref, rs_pipe_finish_make(RS_WIRE_FINISH_LENGTH, RS_PIPE_STAGE_LAUNCHERD,
@@ -927,6 +1041,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_resume_replays_identical_messages),
     RS_TEST(test_unreachable_client_times_out),
     RS_TEST(test_tcp_client_is_answered_over_tcp),
+    RS_TEST(test_another_owner_under_the_routing_id_gets_nothing),
     RS_TEST(test_logprobs_travel_with_their_tokens),
     RS_TEST(test_client_mistakes_get_error_replies),
     RS_TEST(test_abort_and_error_finals),

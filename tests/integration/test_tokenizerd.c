@@ -16,6 +16,7 @@
 #include "common/tokenizer.h"
 #include "common/vocab.h"
 #include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_logprob.h"
 #include "ipc/pipeline_req.h"
 #include "tests/integration/front_fixture.h"
 
@@ -31,8 +32,14 @@ struct env {
 
 static struct rs_wire_door door; /* ~20 KiB */
 
+/* Tests of one client's view of the whole table lift the per-client share (owner tests
+ * below set their own). */
+static const char *const whole_table[] = {"--owner-share", "100", NULL};
+
 static int setup(struct env *e, uint32_t max_requests, const char *const *extra)
 {
+    if (extra == NULL)
+        extra = whole_table;
     memset(e, 0, sizeof(*e));
     int rc = fx_inst_init(&e->in, MODEL, N_CTX, max_requests);
     if (rc != 0)
@@ -489,6 +496,204 @@ static int test_full_table_answers_overloaded(void)
     return teardown(&e);
 }
 
+/* A hello carrying secret (16+ printable bytes); returns the reply's type, or -1 on silence. */
+static int say_hello(struct fx_client *c, const char *secret, enum rs_wire_code *code)
+{
+    struct rs_wire_client_msg m;
+    struct rs_wire_server_msg r;
+    memset(&m, 0, sizeof(m));
+    m.type = RS_WIRE_T_HELLO;
+    m.u.hello.secret = (struct rs_wire_str){secret, (uint32_t)strlen(secret)};
+    if (fx_send(c, &m) != 0 || fx_recv(c, 300, &r) != 0)
+        return -1;
+    *code = r.type == RS_WIRE_T_ERROR ? r.u.error.code : RS_WIRE_OK;
+    return (int)r.type;
+}
+
+/* Connects under rid and says hello until answered, on a fresh connection each try. */
+static int reconnect_hello(struct env *e, const char *rid, const char *secret,
+                           struct fx_client *c, enum rs_wire_code *code)
+{
+    for (int i = 0; i < 50; i++) {
+        RS_CHECK(fx_client_open(&e->in, "tokenizerd", rid, c) == 0);
+        if (say_hello(c, secret, code) != -1)
+            return 0;
+        fx_client_close(c);
+    }
+    RS_CHECK_MSG(0, "no answer to hello under '%s'", rid);
+    return 1;
+}
+
+static uint64_t tokenized(const struct env *e)
+{
+    return atomic_load(
+        &e->sched->metrics->stage[RS_PIPE_STAGE_TOKENIZERD].hist[RS_H_TOK_TOKENIZE].count);
+}
+
+/*
+ * One client cannot take every request slot: with --owner-share 50 of an
+ * 8-record table, a flooding client gets 4 and then `overloaded`, while a
+ * second client (same uid, its own secret) still gets its 4. A prompt over
+ * the share is refused before it is tokenized (the tokenize histogram's
+ * count does not move, even for a 1 MiB prompt).
+ */
+static int test_one_client_gets_its_share_before_tokenizing(void)
+{
+    static const char *const half[] = {"--owner-share", "50", NULL};
+    struct env e;
+    int rc = setup(&e, 8, half);
+    if (rc != 0)
+        return rc;
+    struct fx_client flood, calm;
+    struct rs_wire_client_msg m;
+    struct rs_wire_ack ack;
+    enum rs_wire_code code;
+    char id[16];
+    RS_CHECK(fx_client_open(&e.in, "tokenizerd", "flood", &flood) == 0);
+    RS_CHECK(fx_client_open(&e.in, "tokenizerd", "calm", &calm) == 0);
+    for (int i = 0; i < 6; i++) {
+        snprintf(id, sizeof(id), "f%d", i);
+        fx_generate(&m, id, "A big dog.");
+        RS_CHECK(fx_send(&flood, &m) == 0);
+        RS_CHECK(i < 4 ? expect_ack(&flood, id, &ack) == 0
+                       : expect_error(&flood, id, RS_WIRE_OVERLOADED) == 0);
+    }
+    uint64_t before = tokenized(&e);
+    static char big[RS_WIRE_PROMPT_MAX];
+    memset(big, 'a', sizeof(big));
+    fx_generate(&m, "huge", "");
+    m.u.gen.prompt = (struct rs_wire_str){big, sizeof(big)};
+    RS_CHECK(fx_send(&flood, &m) == 0 && expect_error(&flood, "huge", RS_WIRE_OVERLOADED) == 0);
+    RS_CHECK_MSG(tokenized(&e) == before, "a refused prompt was tokenized");
+    RS_CHECK(say_hello(&calm, "calm-client-secret-0001", &code) == RS_WIRE_T_WELCOME);
+    for (int i = 0; i < 4; i++) {
+        snprintf(id, sizeof(id), "c%d", i);
+        fx_generate(&m, id, "A big dog.");
+        RS_CHECK(fx_send(&calm, &m) == 0 && expect_ack(&calm, id, &ack) == 0);
+    }
+    RS_CHECK(count_published(e.sched) == 8);
+    fx_client_close(&flood);
+    fx_client_close(&calm);
+    return teardown(&e);
+}
+
+/*
+ * The routing id is not a credential. While the owner is connected a second
+ * connection under its routing id is ignored (nothing it sends arrives);
+ * once the owner left, another owner's hello under it is refused
+ * (`forbidden`: the owner's request is still held), and its cancel of the
+ * owner's request, or a generate reusing the id, too: the request keeps
+ * running. The owner, back with its secret, can still cancel it.
+ */
+static int test_another_owner_cannot_cancel_or_take_the_routing_id(void)
+{
+    struct env e;
+    int rc = setup(&e, 8, NULL);
+    if (rc != 0)
+        return rc;
+    struct fx_client owner, thief;
+    struct rs_wire_client_msg m;
+    struct rs_wire_server_msg r;
+    struct rs_wire_ack ack;
+    struct rs_table_ref ref;
+    enum rs_wire_code code;
+    const char *mine = "owner-secret-0123456789", *theirs = "thief-secret-9876543210";
+    RS_CHECK(fx_client_open(&e.in, "tokenizerd", "victim", &owner) == 0);
+    RS_CHECK(say_hello(&owner, mine, &code) == RS_WIRE_T_WELCOME);
+    fx_generate(&m, "x", "A big dog.");
+    RS_CHECK(fx_send(&owner, &m) == 0 && expect_ack(&owner, "x", &ack) == 0);
+    RS_CHECK(expect_ready(&e, &ref) == 0);
+    RS_CHECK(fx_client_open(&e.in, "tokenizerd", "victim", &thief) == 0);
+    RS_CHECK_MSG(say_hello(&thief, theirs, &code) == -1, "a second connection under a live "
+                 "routing id was answered");
+    fx_client_close(&thief);
+    fx_client_close(&owner);
+    /* A connection made before libzmq saw the owner's close stays ignored: reconnect. */
+    RS_CHECK(reconnect_hello(&e, "victim", theirs, &thief, &code) == 0);
+    RS_CHECK_MSG(code == RS_WIRE_FORBIDDEN, "takeover hello answered %s", rs_wire_code_name(code));
+    memset(&m, 0, sizeof(m));
+    m.type = RS_WIRE_T_CANCEL;
+    snprintf(m.id, sizeof(m.id), "x");
+    RS_CHECK(fx_send(&thief, &m) == 0 && expect_error(&thief, "x", RS_WIRE_FORBIDDEN) == 0);
+    fx_generate(&m, "x", "Something else.");
+    RS_CHECK(fx_send(&thief, &m) == 0 && expect_error(&thief, "x", RS_WIRE_FORBIDDEN) == 0);
+    RS_CHECK(atomic_load(&rs_pipe_req_at(e.sched, ref.index)->finish) == 0);
+    fx_client_close(&thief);
+    RS_CHECK(reconnect_hello(&e, "victim", mine, &owner, &code) == 0 && code == RS_WIRE_OK);
+    memset(&m, 0, sizeof(m));
+    m.type = RS_WIRE_T_CANCEL;
+    snprintf(m.id, sizeof(m.id), "x");
+    RS_CHECK(fx_send(&owner, &m) == 0);
+    for (int i = 0; i < 300 && atomic_load(&rs_pipe_req_at(e.sched, ref.index)->finish) == 0; i++)
+        (void)fx_recv(&owner, 10, &r);
+    uint32_t w = atomic_load(&rs_pipe_req_at(e.sched, ref.index)->finish);
+    RS_CHECK(rs_pipe_finish_reason(w) == RS_WIRE_FINISH_ABORT);
+    fx_client_close(&owner);
+    return teardown(&e);
+}
+
+/* Sends n generates asking for 20 logprobs each (ids prefix%d); counts acks and overloads. */
+static int logprob_flood(struct fx_client *c, const char *prefix, int n, int *acks, int *over)
+{
+    struct rs_wire_client_msg m;
+    struct rs_wire_server_msg r;
+    char id[32];
+    *acks = *over = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof(id), "%s%d", prefix, i);
+        fx_generate(&m, id, "A big dog.");
+        m.u.gen.logprobs = 20;
+        m.u.gen.has |= RS_WIRE_GEN_LOGPROBS;
+        RS_CHECK(fx_send(c, &m) == 0 && fx_recv(c, 3000, &r) == 0);
+        RS_CHECK_MSG(r.type == RS_WIRE_T_ACK ||
+                         (r.type == RS_WIRE_T_ERROR && r.u.error.code == RS_WIRE_OVERLOADED),
+                     "'%s': %s", id, rs_wire_type_name(r.type));
+        *acks += r.type == RS_WIRE_T_ACK;
+        *over += r.type == RS_WIRE_T_ERROR;
+    }
+    return 0;
+}
+
+/*
+ * Logprob space is reserved at admission, never taken mid-generation: with
+ * 512 records of a 256-token context the logprob region (16 MiB, 2048
+ * chunks) holds 341 requests' worst case (6 chunks each), not 512. One
+ * client asking for 300 such requests gets 256 (beyond its 25% share only
+ * while a share stays free) and `overloaded` for the rest; another client
+ * still gets the 85 that fit, and the reservations never exceed the region.
+ */
+static int test_logprob_space_is_reserved_at_admission(void)
+{
+    static const char *const quarter[] = {"--owner-share", "25", NULL};
+    struct env e;
+    int rc = setup(&e, 512, quarter);
+    if (rc != 0)
+        return rc;
+    struct fx_client flood, calm;
+    enum rs_wire_code code;
+    int acks, over;
+    RS_CHECK(fx_client_open(&e.in, "tokenizerd", "lp-flood", &flood) == 0);
+    RS_CHECK(fx_client_open(&e.in, "tokenizerd", "lp-calm", &calm) == 0);
+    RS_CHECK(logprob_flood(&flood, "f", 300, &acks, &over) == 0);
+    RS_CHECK_MSG(acks == 256 && over == 44, "flood: %d accepted, %d overloaded", acks, over);
+    RS_CHECK(say_hello(&calm, "calm-client-secret-0002", &code) == RS_WIRE_T_WELCOME);
+    RS_CHECK(logprob_flood(&calm, "c", 86, &acks, &over) == 0);
+    RS_CHECK_MSG(acks == 85 && over == 1, "second client: %d accepted, %d overloaded", acks, over);
+    uint64_t chunks = 0;
+    for (uint32_t i = 0; i < 512; i++) {
+        uint32_t state, gen, inc;
+        rs_table_peek(e.sched->requests, i, &state, &gen, &inc);
+        const struct rs_pipe_req *r = rs_pipe_req_at(e.sched, i);
+        if (state >= RS_TABLE_USER)
+            chunks += rs_pipe_lp_chunks_for(r->max_tokens, (uint32_t)r->sampling.n_logprobs);
+    }
+    RS_CHECK_MSG(chunks <= rs_pipe_lp_pool_chunks(&e.sched->cfg), "%llu chunks reserved of %u",
+                 (unsigned long long)chunks, rs_pipe_lp_pool_chunks(&e.sched->cfg));
+    fx_client_close(&flood);
+    fx_client_close(&calm);
+    return teardown(&e);
+}
+
 static int test_cancel_sets_the_finish_word_and_rings(void)
 {
     struct env e;
@@ -593,6 +798,9 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_resend_is_acked_again_not_run_twice),
     RS_TEST(test_full_table_answers_overloaded),
     RS_TEST(test_cancel_sets_the_finish_word_and_rings),
+    RS_TEST(test_one_client_gets_its_share_before_tokenizing),
+    RS_TEST(test_logprob_space_is_reserved_at_admission),
+    RS_TEST(test_another_owner_cannot_cancel_or_take_the_routing_id),
     RS_TEST(test_tcp_needs_curve_and_refuses_unlisted_keys),
     RS_TEST(test_group_option_opens_the_rundir_to_a_group),
 };

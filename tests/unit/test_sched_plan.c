@@ -246,6 +246,85 @@ static int test_priority_orders_admission_and_preemption(void)
     return 0;
 }
 
+/* The record of fixture request i, as tokenizerd wrote it (the scheduler reads it later). */
+static struct rs_pipe_req *rec_of(struct px *x, int i)
+{
+    return rs_pipe_req_at(x->f.tok, x->f.req[i].ref.index);
+}
+
+/*
+ * One client's flood does not starve another: six requests of owner A,
+ * then two of owner B, one running slot. Admission alternates between the
+ * owners (A0 B0 A1 B1), FCFS within each, then A's rest.
+ */
+static int test_owners_take_turns_in_the_waiting_queue(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 64, 64, 1, 256);
+    if (rc != 0)
+        return rc;
+    if ((rc = px_open(&x, &c)) != 0)
+        return rc;
+    for (int i = 0; i < 8; i++) {
+        RS_CHECK(submit(&x, 8, 0, 0, 2, 0) == i);
+        rec_of(&x, i)->owner[0] = i < 6 ? 0xa : 0xb;
+    }
+    const int order[8] = {0, 6, 1, 7, 2, 3, 4, 5};
+    struct sfx_batch bt;
+    for (int k = 0; k < 8; k++) {
+        RS_CHECK(px_plan(&x, &bt) == 1 && bt.b->n_seqs == 1);
+        RS_CHECK_MSG(rs_pipe_batch_seqs(bt.b)[0].req_index == x.f.req[order[k]].ref.index,
+                     "admission %d: record %u, expected request %d", k,
+                     rs_pipe_batch_seqs(bt.b)[0].req_index, order[k]);
+        RS_CHECK(sfx_answer(&x.f, &bt) == 0); /* its prefill */
+        RS_CHECK(px_plan(&x, &bt) == 1 && sfx_answer(&x.f, &bt) == 0); /* its decode */
+    }
+    RS_CHECK_MSG(px_run(&x, 10) >= 0, "%s", x.f.why);
+    px_close(&x);
+    return 0;
+}
+
+/*
+ * A stream nobody reads (postprocd marked its client unreachable and sent
+ * nothing) pauses FAIR_PAUSE_BACKLOG tokens ahead, keeping its slot and KV
+ * blocks, while another request runs to its end; once the client reads
+ * again it resumes and completes.
+ */
+static int test_a_stream_nobody_reads_pauses_with_its_kv_kept(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 256, 64, 2, 256);
+    if (rc != 0)
+        return rc;
+    if ((rc = px_open(&x, &c)) != 0)
+        return rc;
+    RS_CHECK(submit(&x, 8, 0, 0, 150, 0) == 0);
+    rec_of(&x, 0)->flags |= RS_PIPE_F_STREAM;
+    rec_of(&x, 0)->unreachable_ns = 1;
+    RS_CHECK(submit(&x, 8, 0, 0, 100, 0) == 1);
+    rec_of(&x, 1)->owner[0] = 1;
+    struct sfx_batch bt;
+    int got = 1;
+    for (int step = 0; step < 400 && got == 1; step++) {
+        got = px_plan(&x, &bt);
+        RS_CHECK_MSG(got >= 0 && sfx_reap(&x.f) >= 0, "%s", x.f.why);
+        if (got == 1)
+            RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    }
+    uint32_t idx = x.f.req[0].ref.index, len = 0;
+    RS_CHECK(rs_arena_len(x.f.tok->tokens, x.f.req[0].ref, &len) == RS_OK);
+    RS_CHECK_MSG(len - 8 == FAIR_PAUSE_BACKLOG, "the unread stream made %u tokens", len - 8);
+    RS_CHECK(x.f.req[1].n_out == 100);
+    RS_CHECK(x.s->n_run == 1 && x.s->req[idx].slot != SCHED_NONE && x.s->req[idx].n_blocks > 0);
+    rec_of(&x, 0)->unreachable_ns = 0; /* the client reads again */
+    RS_CHECK_MSG(px_run(&x, 400) > 0, "%s", x.f.why);
+    RS_CHECK(x.f.req[0].n_out == 150);
+    px_close(&x);
+    return 0;
+}
+
 static int test_prefix_hit_skips_cached_blocks(void)
 {
     struct rs_pipe_config c;
@@ -410,6 +489,8 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_chunked_prefill_runs_beside_decodes),
     RS_TEST(test_preemption_takes_the_latest_arrival),
     RS_TEST(test_priority_orders_admission_and_preemption),
+    RS_TEST(test_owners_take_turns_in_the_waiting_queue),
+    RS_TEST(test_a_stream_nobody_reads_pauses_with_its_kv_kept),
     RS_TEST(test_prefix_hit_skips_cached_blocks),
     RS_TEST(test_whole_prompt_cached_still_computes_its_last_block),
     RS_TEST(test_running_requests_share_prefix_blocks),
