@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "ipc/wire_client.h"
+#include "ipc/wire_constraint_impl.h"
 #include "ipc/wire_impl.h"
 
 _Static_assert(RS_WIRE_LOGPROBS_MAX == RS_SAMPLING_MAX_LOGPROBS,
@@ -38,6 +39,9 @@ static const struct wire_field gen_fields[] = {
     {"logprobs", "logprobs"},
     {"stream", "stream"},
     {"priority", "priority"},
+    {"constraint", "constraint"},
+    {"logit_bias", "logit_bias"},
+    {"allowed_token_ids", "allowed_token_ids"},
 };
 #define GEN_FIRST_OPT 3
 #define N_GEN_FIELDS (sizeof(gen_fields) / sizeof(gen_fields[0]))
@@ -109,6 +113,9 @@ static rs_err gen_field(struct wire_rd *r, unsigned idx, void *ctx)
         e = wire_rd_i64(r, &i64, INT32_MIN, INT32_MAX);
         g->priority = (int32_t)i64;
         return e;
+    case 20: return wire_rd_constraint(r, &g->cx);
+    case 21: return wire_rd_logit_bias(r, &g->cx);
+    case 22: return wire_rd_allowed_ids(r, &g->cx);
     }
     return wire_fail(r, RS_WIRE_INTERNAL, "no decoder for field %u", idx);
 }
@@ -195,6 +202,9 @@ static void wr_gen_field(struct wire_wr *w, const struct rs_wire_generate *g, un
     case 17: wire_wr_u64(w, g->logprobs); break;
     case 18: wire_wr_bool(w, g->stream); break;
     case 19: wire_wr_i64(w, g->priority); break;
+    case 20: wire_wr_constraint(w, &g->cx); break;
+    case 21: wire_wr_logit_bias(w, &g->cx); break;
+    case 22: wire_wr_ids(w, &g->cx.allowed); break;
     }
 }
 
@@ -222,6 +232,10 @@ static rs_err check_gen(const struct rs_wire_generate *g)
         for (uint32_t i = 0; e == RS_OK && i < g->n_stop; i++)
             e = wire_check_text("stop", &g->stop[i], RS_WIRE_STOP_LEN_MAX);
     }
+    if (e == RS_OK)
+        e = wire_check_constraint(&g->cx, (g->has & RS_WIRE_GEN_CONSTRAINT) != 0,
+                                  (g->has & RS_WIRE_GEN_LOGIT_BIAS) != 0,
+                                  (g->has & RS_WIRE_GEN_ALLOWED_TOKEN_IDS) != 0);
     return e;
 }
 
@@ -364,7 +378,7 @@ rs_err rs_wire_generate_validate(const struct rs_wire_generate *g,
         if (g->stop_ids[i] >= lim->n_vocab)
             return INVALID(err, "field 'stop_token_ids' item %u: token %u not below the "
                            "vocabulary size %u", i, g->stop_ids[i], lim->n_vocab);
-    return RS_OK;
+    return rs_wire_constraint_validate(&g->cx, lim->n_vocab, err);
 }
 
 rs_err rs_wire_prompt_check(uint32_t n_prompt, uint32_t n_ctx, struct rs_wire_error *err)

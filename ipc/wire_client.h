@@ -11,6 +11,7 @@
 
 #include "common/sampling.h"
 #include "ipc/wire.h"
+#include "ipc/wire_constraint.h"
 
 /* Bits of rs_wire_generate.has: which optional fields the message carries. */
 #define RS_WIRE_GEN_PROMPT (1u << 0)
@@ -30,6 +31,9 @@
 #define RS_WIRE_GEN_LOGPROBS (1u << 14)
 #define RS_WIRE_GEN_STREAM (1u << 15)
 #define RS_WIRE_GEN_PRIORITY (1u << 16)
+#define RS_WIRE_GEN_CONSTRAINT (1u << 17)        /* cx.kind, cx.text, cx.choices */
+#define RS_WIRE_GEN_LOGIT_BIAS (1u << 18)        /* cx.n_bias, cx.bias */
+#define RS_WIRE_GEN_ALLOWED_TOKEN_IDS (1u << 19) /* cx.allowed */
 
 /*
  * A generation request. Absent fields hold the defaults below (PROTOCOL.md
@@ -57,6 +61,7 @@ struct rs_wire_generate {
     bool stream;                   /* false = one final message; true = a delta per step */
     uint32_t logprobs;             /* 0 = none; 1..RS_WIRE_LOGPROBS_MAX alternatives per token */
     int32_t priority;              /* 0; lower values are scheduled first */
+    struct rs_wire_constraint cx;  /* structured output (wire_constraint.h); kind NONE = off */
 };
 
 /* A decoded or to-be-encoded client message. */
