@@ -58,12 +58,16 @@
     X(RS_M_LAU_REJECTED, "rejected_batches")                                                       \
     X(RS_M_LAU_SEQ_ERRORS, "seq_errors")                                                           \
     X(RS_M_LAU_REDONE, "redone_tokens")                                                            \
-    X(RS_M_LAU_FINISHED, "finished")
+    X(RS_M_LAU_FINISHED, "finished")                                                               \
+    X(RS_M_LAU_MASK_ROWS, "mask_rows")                                                             \
+    X(RS_M_LAU_MASK_WAITS, "mask_waits")
 #define RS_PIPE_LAU_HISTS(X)                                                                       \
     X(RS_H_LAU_FORWARD, "forward_us")                                                              \
     X(RS_H_LAU_PICKUP, "pickup_us")                                                                \
     X(RS_H_LAU_SAMPLE, "sample_us")                                                                \
-    X(RS_H_LAU_STEP, "step_us")
+    X(RS_H_LAU_STEP, "step_us")                                                                    \
+    X(RS_H_LAU_MASK, "mask_us")                                                                    \
+    X(RS_H_LAU_MASK_WAIT, "mask_wait_us")
 
 #define RS_PIPE_POST_COUNTERS(X)                                                                   \
     X(RS_M_POST_DELTAS, "deltas")                                                                  \
