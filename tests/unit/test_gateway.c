@@ -190,14 +190,6 @@ static int test_the_hand_off_refuses_what_the_pipeline_lacks(void)
     } cases[] = {
         {GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "messages",
          "this server has no chat template renderer yet"},
-        {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}",
-         "response_format", "json_object"},
-        {GW_API_COMPLETIONS,
-         "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\","
-         "\"json_schema\":{\"name\":\"s\",\"schema\":{\"type\":\"object\"},\"strict\":true}}}",
-         "response_format", "json_schema"},
-        {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"3\":-100}}", "logit_bias",
-         "logit_bias"},
         {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_tokens\":2}", "min_tokens", "min_tokens"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -219,6 +211,36 @@ static int test_the_hand_off_refuses_what_the_pipeline_lacks(void)
     RS_CHECK(parse(GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"}}",
                    &r, &e) == 0);
     RS_CHECK(gw_call_prepare(&r, 0, &g, &e) == 0); /* plain text needs no constraint */
+    gw_oai_req_free(&r);
+    return 0;
+}
+
+/* response_format and logit_bias become the wire request's constraint fields. */
+static int test_the_hand_off_maps_response_format_and_logit_bias(void)
+{
+    struct gw_oai_req r;
+    struct gw_err e;
+    struct rs_wire_generate g;
+    RS_CHECK(parse(GW_API_COMPLETIONS,
+                   "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\","
+                   "\"json_schema\":{\"name\":\"s\",\"schema\":{\"type\":\"object\","
+                   "\"required\":[\"a\"]}}},\"logit_bias\":{\"3\":-100,\"7\":2.5}}",
+                   &r, &e) == 0);
+    RS_CHECK(gw_call_prepare(&r, 0, &g, &e) == 0);
+    RS_CHECK((g.has & RS_WIRE_GEN_CONSTRAINT) && g.cx.kind == RS_WIRE_CX_JSON_SCHEMA);
+    RS_CHECK(g.cx.text.len == strlen("{\"type\":\"object\",\"required\":[\"a\"]}") &&
+             memcmp(g.cx.text.ptr, "{\"type\":\"object\",\"required\":[\"a\"]}",
+                    g.cx.text.len) == 0);
+    RS_CHECK((g.has & RS_WIRE_GEN_LOGIT_BIAS) && g.cx.n_bias == 2);
+    RS_CHECK(g.cx.bias[0].token == 3 && g.cx.bias[0].bias == -100.0f);
+    RS_CHECK(g.cx.bias[1].token == 7 && g.cx.bias[1].bias == 2.5f);
+    gw_oai_req_free(&r);
+    RS_CHECK(parse(GW_API_COMPLETIONS,
+                   "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", &r,
+                   &e) == 0);
+    RS_CHECK(gw_call_prepare(&r, 0, &g, &e) == 0);
+    RS_CHECK((g.has & RS_WIRE_GEN_CONSTRAINT) && g.cx.kind == RS_WIRE_CX_JSON_OBJECT);
+    RS_CHECK(!(g.has & RS_WIRE_GEN_LOGIT_BIAS));
     gw_oai_req_free(&r);
     return 0;
 }
@@ -351,6 +373,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_refusals_name_the_field),
     RS_TEST(test_chat_messages_tools_and_parts_parse),
     RS_TEST(test_the_hand_off_refuses_what_the_pipeline_lacks),
+    RS_TEST(test_the_hand_off_maps_response_format_and_logit_bias),
     RS_TEST(test_chat_stream_chunks_open_with_the_role),
     RS_TEST(test_logprobs_take_both_openai_shapes),
     RS_TEST(test_errors_and_usage_have_openai_shapes),
