@@ -203,7 +203,8 @@ rs_err wire_check_constraint(const struct rs_wire_constraint *c, int has_cx, int
         if (total > RS_WIRE_CX_CHOICE_BYTES_MAX)
             return refuse("choices too long together");
     }
-    if (e == RS_OK && has_bias && (c->n_bias > RS_WIRE_LOGIT_BIAS_MAX || c->bias == NULL))
+    if (e == RS_OK && has_bias && (c->n_bias > RS_WIRE_LOGIT_BIAS_MAX ||
+                                      (c->bias == NULL && c->bias_packed == NULL)))
         return refuse("logit_bias: too many entries or no values");
     if (e == RS_OK && has_allowed)
         e = wire_check_ids("allowed_token_ids", &c->allowed, RS_WIRE_ALLOWED_IDS_MAX);
