@@ -177,7 +177,7 @@ static int python_check(const char *check, const char *text, size_t len)
     close(fd);
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
-             "/usr/bin/python3 -c 'import ast, re, sys; t = open(sys.argv[1], encoding=\"utf-8\")"
+             "/usr/bin/python3 -c 'import ast, json, re, sys; t = open(sys.argv[1], encoding=\"utf-8\")"
              ".read(); sys.exit(0 if (%s) else 1)' %s", check, path);
     int st = system(cmd);
     unlink(path);
@@ -488,6 +488,65 @@ static int test_malformed_constraints_each_get_an_error_naming_the_position(void
     return fails;
 }
 
+/* Writes text into a new file under the test's scratch directory; its path in buf. */
+static const char *scratch_file(const char *name, const char *text, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/%s", rs_test_tmpdir(), name);
+    FILE *f = fopen(buf, "w");
+    if (f == NULL)
+        return NULL;
+    fputs(text, f);
+    fclose(f);
+    return buf;
+}
+
+static int test_cli_flags_carry_each_constraint(void)
+{
+    struct rs_harness h = {0};
+    char model[512], schema[600], bad[600], out[8192];
+    int rc = start(&h, STORIES, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    int fails = scratch_file("s.json", "{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":"
+                             "[1,2,3]}},\"required\":[\"k\"],\"additionalProperties\":false}",
+                             schema, sizeof(schema)) == NULL ||
+                scratch_file("bad.gbnf", "root ::= (\n", bad, sizeof(bad)) == NULL;
+    const char *choice[] = {"--rundir", h.rundir, "--temperature", "0", "--choice", "yes",
+                            "--choice", "no", "Once", NULL};
+    const char *js[] = {"--rundir", h.rundir, "--temperature", "0", "--max-tokens", "40",
+                        "--json-schema", schema, "Once", NULL};
+    const char *re[] = {"--rundir", h.rundir, "--seed", "3", "--regex", "[0-9]{4}",
+                        "--logit-bias", "300:-100", "Once", NULL};
+    const char *ids[] = {"--rundir", h.rundir, "--max-tokens", "5", "--json",
+                         "--allowed-token-ids", "300,301", "Once", NULL};
+    const char *grammar[] = {"--rundir", h.rundir, "--grammar", bad, "Once", NULL};
+    const char *two[] = {"--rundir", h.rundir, "--json-object", "--regex", "a", "Once", NULL};
+    if (!fails) {
+        int code = rs_test_run("ringserve-cli", choice, out, sizeof(out));
+        RS_CHECK_MSG(code == 0 && (strcmp(out, "yes") == 0 || strcmp(out, "no") == 0),
+                     "--choice: exit %d '%s'", code, out);
+        code = rs_test_run("ringserve-cli", js, out, sizeof(out));
+        RS_CHECK_MSG(code == 0 && python_check("json.loads(t)[\"k\"] in (1, 2, 3)", out,
+                                               strlen(out)) == 0,
+                     "--json-schema: exit %d '%s'", code, out);
+        code = rs_test_run("ringserve-cli", re, out, sizeof(out));
+        RS_CHECK_MSG(code == 0 && strlen(out) == 4 && strspn(out, "0123456789") == 4,
+                     "--regex: exit %d '%s'", code, out);
+        code = rs_test_run("ringserve-cli", ids, out, sizeof(out));
+        RS_CHECK_MSG(code == 0 && python_check("set(json.loads(t)[\"tokens\"]) <= {300, 301}",
+                                               out, strlen(out)) == 0,
+                     "--allowed-token-ids: exit %d '%s'", code, out);
+        code = rs_test_run("ringserve-cli", grammar, out, sizeof(out));
+        RS_CHECK_MSG(code != 0 && strstr(out, "line 1, column") != NULL,
+                     "--grammar (malformed): exit %d '%s'", code, out);
+        code = rs_test_run("ringserve-cli", two, out, sizeof(out));
+        RS_CHECK_MSG(code == 2 && strstr(out, "one kind per request") != NULL,
+                     "two kinds: exit %d '%s'", code, out);
+    }
+    rs_harness_stop(&h, fails);
+    return fails;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_json_schema_outputs_validate_greedy_and_sampled),
     RS_TEST(test_gbnf_and_regex_outputs_are_accepted_by_a_separate_recogniser),
@@ -495,6 +554,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_logit_bias_minus_100_bans_plus_100_forces_and_allowed_ids_bound),
     RS_TEST(test_unconstrained_output_unchanged_when_batched_with_constrained),
     RS_TEST(test_malformed_constraints_each_get_an_error_naming_the_position),
+    RS_TEST(test_cli_flags_carry_each_constraint),
 };
 
 RS_TEST_MAIN(cases)
