@@ -164,5 +164,9 @@ const struct rs_opt rs_client_cx_opts[] = {
      .help = "add BIAS (-100..100; -100 bans) to token ID's logit (repeatable)"},
     {.name = "allowed-token-ids", .kind = RS_OPT_CALL, .parse = parse_allowed, .arg = "ID[,ID...]",
      .help = "sample only among these token ids"},
+    {.name = "min-tokens", .kind = RS_OPT_U32, .off = offsetof(struct rs_client_gen_args,
+                                                                gen.cx.min_tokens),
+     .has_bit = RS_WIRE_GEN_MIN_TOKENS, .has_off = offsetof(struct rs_client_gen_args, gen.has),
+     .max = UINT32_MAX, .arg = "N", .help = "no end-of-generation token before N outputs"},
     {.name = NULL},
 };

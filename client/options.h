@@ -46,7 +46,7 @@ extern const struct rs_opt rs_client_gen_opts[];
  * The structured-output flags, a table over struct rs_client_gen_args
  * (client/constraint.c): --grammar FILE (GBNF), --json-schema FILE,
  * --json-object, --regex RE, --choice TEXT (repeatable), --logit-bias
- * ID:BIAS (repeatable), --allowed-token-ids ID[,ID...]. One constraint kind
+ * ID:BIAS (repeatable), --allowed-token-ids ID[,ID...], --min-tokens N. One constraint kind
  * per request (a second is a usage error); logit_bias and allowed ids go
  * with any. Whether a grammar, schema or regex is well formed is the
  * server's check (its error names the position).

@@ -38,9 +38,10 @@ int gw_sampling_constraints(const struct gw_oai_req *p, struct rs_wire_generate 
         g->cx.n_bias = p->n_logit_bias;
         g->cx.bias = (const struct rs_wire_bias *)p->logit_bias;
     }
-    if (p->min_tokens > 0)
-        return gw_err_set(e, 400, "min_tokens",
-                          "'min_tokens' is not supported by this server "
-                          "yet (the sampler cannot hold back EOS)");
+    if (p->min_tokens > 0) {
+        g->has |= RS_WIRE_GEN_MIN_TOKENS;
+        g->cx.min_tokens = p->min_tokens;
+    }
+    (void)e;
     return 0;
 }

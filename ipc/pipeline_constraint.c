@@ -51,6 +51,7 @@ static uint32_t pack(const struct rs_wire_constraint *c, int32_t *w)
         choice_bytes += c->choices[i].len;
     }
     w[6] = (int32_t)choice_bytes;
+    w[7] = (int32_t)(c->min_tokens > INT32_MAX ? INT32_MAX : c->min_tokens);
     memset(&w[n], 0, (size_t)(words_of((uint32_t)w[2]) + words_of(choice_bytes)) * 4);
     if (w[2] > 0)
         memcpy(&w[n], c->text.ptr, (size_t)w[2]);
@@ -105,7 +106,7 @@ static rs_err unpack(struct rs_table_ref ref, const int32_t *w, uint32_t len,
         (uint32_t)w[3] > RS_WIRE_CX_CHOICES_MAX || w[4] < 0 ||
         (uint32_t)w[4] > RS_WIRE_LOGIT_BIAS_MAX || w[5] < 0 ||
         (uint32_t)w[5] > RS_WIRE_ALLOWED_IDS_MAX || w[6] < 0 ||
-        (uint32_t)w[6] > RS_WIRE_CX_CHOICE_BYTES_MAX)
+        (uint32_t)w[6] > RS_WIRE_CX_CHOICE_BYTES_MAX || w[7] < 0)
         return malformed(ref, "a count out of bounds");
     memset(out, 0, offsetof(struct rs_pipe_cx, choices));
     out->kind = (enum rs_wire_cx_kind)w[1];
@@ -113,6 +114,7 @@ static rs_err unpack(struct rs_table_ref ref, const int32_t *w, uint32_t len,
     out->n_choices = (uint32_t)w[3];
     out->n_bias = (uint32_t)w[4];
     out->n_allowed = (uint32_t)w[5];
+    out->min_tokens = (uint32_t)w[7];
     uint64_t need = RS_PIPE_CX_HEAD_WORDS + out->n_choices + words_of(out->text_len) +
                     words_of((uint32_t)w[6]) + 2ull * out->n_bias + out->n_allowed;
     if (need != len)

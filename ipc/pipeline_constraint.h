@@ -15,7 +15,7 @@
  * Layout (int32 words):
  *   0 magic RS_PIPE_CX_MAGIC    1 kind (enum rs_wire_cx_kind)   2 text bytes
  *   3 n_choices                 4 n_bias                        5 n_allowed
- *   6 bytes of all choices      7.. n_choices choice lengths
+ *   6 bytes of all choices      7 min_tokens                    8.. n_choices choice lengths
  *   then the text, then the choices (bytes, each part padded to a word),
  *   then n_bias pairs (token, float bits), then n_allowed token ids.
  * Leaves out compiling (tokenizerd, launcherd) and the wire (wire_constraint.h).
@@ -34,7 +34,7 @@
 #define RS_PIPE_CX_MAGIC 0x58435352  /* "RSCX" */
 #define RS_PIPE_CX_CHUNK_WORDS 2048u /* 8 KiB chunks */
 #define RS_PIPE_CX_POOL_BYTES (16ull << 20) /* region size unless one request needs more */
-#define RS_PIPE_CX_HEAD_WORDS 7u
+#define RS_PIPE_CX_HEAD_WORDS 8u
 
 /* Most words one constraint can take (every wire bound at its maximum). */
 #define RS_PIPE_CX_MAX_WORDS                                                                \
@@ -71,6 +71,7 @@ struct rs_pipe_cx {
     const int32_t *bias_words; /* n_bias (token, float bits) pairs */
     uint32_t n_allowed;
     const int32_t *allowed;
+    uint32_t min_tokens; /* end-of-generation tokens are banned before this many outputs */
 };
 
 /*

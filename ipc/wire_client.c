@@ -42,6 +42,7 @@ static const struct wire_field gen_fields[] = {
     {"constraint", "constraint"},
     {"logit_bias", "logit_bias"},
     {"allowed_token_ids", "allowed_token_ids"},
+    {"min_tokens", "min_tokens"},
 };
 #define GEN_FIRST_OPT 3
 #define N_GEN_FIELDS (sizeof(gen_fields) / sizeof(gen_fields[0]))
@@ -116,6 +117,7 @@ static rs_err gen_field(struct wire_rd *r, unsigned idx, void *ctx)
     case 20: return wire_rd_constraint(r, &g->cx);
     case 21: return wire_rd_logit_bias(r, &g->cx);
     case 22: return wire_rd_allowed_ids(r, &g->cx);
+    case 23: return wire_rd_u32(r, &g->cx.min_tokens, UINT32_MAX);
     }
     return wire_fail(r, RS_WIRE_INTERNAL, "no decoder for field %u", idx);
 }
@@ -205,6 +207,7 @@ static void wr_gen_field(struct wire_wr *w, const struct rs_wire_generate *g, un
     case 20: wire_wr_constraint(w, &g->cx); break;
     case 21: wire_wr_logit_bias(w, &g->cx); break;
     case 22: wire_wr_ids(w, &g->cx.allowed); break;
+    case 23: wire_wr_u64(w, g->cx.min_tokens); break;
     }
 }
 

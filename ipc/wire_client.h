@@ -34,6 +34,7 @@
 #define RS_WIRE_GEN_CONSTRAINT (1u << 17)        /* cx.kind, cx.text, cx.choices */
 #define RS_WIRE_GEN_LOGIT_BIAS (1u << 18)        /* cx.n_bias, cx.bias */
 #define RS_WIRE_GEN_ALLOWED_TOKEN_IDS (1u << 19) /* cx.allowed */
+#define RS_WIRE_GEN_MIN_TOKENS (1u << 20)        /* cx.min_tokens */
 
 /*
  * A generation request. Absent fields hold the defaults below (PROTOCOL.md

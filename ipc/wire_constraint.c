@@ -261,7 +261,7 @@ static uint64_t mix(uint64_t h, const void *p, size_t n)
 
 uint64_t rs_wire_constraint_hash(const struct rs_wire_constraint *c, uint64_t h)
 {
-    uint32_t head[4] = {(uint32_t)c->kind, c->n_choices, c->n_bias, c->allowed.n};
+    uint32_t head[5] = {(uint32_t)c->kind, c->n_choices, c->n_bias, c->allowed.n, c->min_tokens};
     h = mix(h, head, sizeof(head));
     h = mix(h, c->text.ptr, c->text.ptr ? c->text.len : 0);
     for (uint32_t i = 0; i < c->n_choices; i++) {

@@ -58,6 +58,7 @@ struct rs_wire_constraint {
     const uint8_t *bias_packed;      /* decoding: n_bias key/value pairs */
     size_t bias_packed_len;
     struct rs_wire_ids allowed;      /* allowed_token_ids; n = 0 when absent */
+    uint32_t min_tokens;             /* min_tokens: end-of-generation held back before it */
 };
 
 /* Copies up to cap bias entries of c into dst; returns how many. Any thread. */

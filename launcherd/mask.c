@@ -51,11 +51,14 @@ struct mslot {
     uint32_t *allowed; /* allowed_token_ids as a row, or NULL */
 };
 
-/* The model thread's biases of one slot. */
+/* The model thread's biases of one slot: the request's list, then a ban of every
+ * end-of-generation token, used while fewer than min_tokens outputs exist. */
 struct mbias {
     uint64_t ref; /* packed ref + 1; 0 = none */
-    uint32_t n;
-    struct rs_logit_bias *b; /* RS_WIRE_LOGIT_BIAS_MAX entries */
+    uint32_t n;   /* the request's entries */
+    uint32_t n_eog;
+    uint32_t min_tokens;
+    struct rs_logit_bias *b; /* RS_WIRE_LOGIT_BIAS_MAX + LAUNCHER_EOG_MAX entries */
 };
 
 /* A queued mask: request ref (packed + 1) wants the mask of output k. */
@@ -404,8 +407,8 @@ static const struct mbias *bias_of(struct launcher_mask *mk, uint32_t slot, uint
     struct rs_pipe_cx cx;
     if (rs_pipe_cx_get(mk->l->p, key_ref(key), mk->bwords, &cx) != RS_OK)
         return NULL;
-    if (cx.n_bias > 0 && b->b == NULL &&
-        (b->b = malloc(sizeof(*b->b) * RS_WIRE_LOGIT_BIAS_MAX)) == NULL)
+    if (b->b == NULL &&
+        (b->b = malloc(sizeof(*b->b) * (RS_WIRE_LOGIT_BIAS_MAX + LAUNCHER_EOG_MAX))) == NULL)
         return NULL;
     for (uint32_t i = 0; i < cx.n_bias; i++) {
         b->b[i].token = cx.bias_words[2 * i];
@@ -417,6 +420,10 @@ static const struct mbias *bias_of(struct launcher_mask *mk, uint32_t slot, uint
         return NULL;
     }
     b->n = cx.n_bias;
+    b->min_tokens = cx.min_tokens;
+    b->n_eog = mk->l->n_eog;
+    for (uint32_t i = 0; i < b->n_eog; i++)
+        b->b[b->n + i] = (struct rs_logit_bias){mk->l->eog[i], RS_LOGIT_BIAS_BAN};
     b->ref = key;
     return b;
 }
@@ -438,9 +445,9 @@ enum launcher_mask_verdict launcher_mask_apply(struct launcher *l, const struct 
         return LAUNCHER_MASK_END;
     if (row->flags & RS_PIPE_MASK_DEAD)
         return LAUNCHER_MASK_DEAD;
-    uint32_t n_left = 0;
+    uint32_t n_left = 0, n_bias = b->n + (k < b->min_tokens ? b->n_eog : 0);
     rs_mask_apply(logits, l->n_vocab, (row->flags & RS_PIPE_MASK_HAS_ROW) ? row->words : NULL,
-                  b->b, b->n, &n_left);
+                  b->b, n_bias, &n_left);
     return n_left == 0 ? LAUNCHER_MASK_DEAD : LAUNCHER_MASK_APPLIED;
 }
 

@@ -32,24 +32,29 @@ static int compile(struct solo_cx *cx, const struct rs_wire_constraint *w)
 }
 
 int solo_cx_begin(struct solo_cx *cx, const rs_vocab *v, uint32_t n_vocab,
-                  const struct rs_wire_generate *g)
+                  const struct rs_wire_generate *g, const int32_t *eog, uint32_t n_eog)
 {
     memset(cx, 0, sizeof(*cx));
     const struct rs_wire_constraint *w = &g->cx;
-    cx->on = w->kind != RS_WIRE_CX_NONE || w->n_bias > 0 || w->allowed.n > 0;
+    cx->on = w->kind != RS_WIRE_CX_NONE || w->n_bias > 0 || w->allowed.n > 0 ||
+             w->min_tokens > 0;
     if (!cx->on)
         return 0;
     size_t words = rs_grammar_mask_words(n_vocab);
     char why[256];
     cx->n_vocab = n_vocab;
     cx->row = calloc(words, 4);
-    cx->bias = calloc(w->n_bias + 1, sizeof(*cx->bias));
+    cx->bias = calloc(w->n_bias + n_eog + 1, sizeof(*cx->bias));
     if (cx->row == NULL || cx->bias == NULL || rs_grammar_vocab_create(v, &cx->gv) != RS_OK)
         return 1;
     struct rs_wire_bias b[RS_WIRE_LOGIT_BIAS_MAX];
     cx->n_bias = rs_wire_bias_copy(w, b, RS_WIRE_LOGIT_BIAS_MAX);
     for (uint32_t i = 0; i < cx->n_bias; i++)
         cx->bias[i] = (struct rs_logit_bias){(int32_t)b[i].token, b[i].bias};
+    for (uint32_t i = 0; i < n_eog; i++)
+        cx->bias[cx->n_bias + i] = (struct rs_logit_bias){eog[i], RS_LOGIT_BIAS_BAN};
+    cx->n_eog = n_eog;
+    cx->min_tokens = w->min_tokens;
     if (w->allowed.n > 0) {
         uint32_t ids[RS_WIRE_ALLOWED_IDS_MAX];
         uint32_t n = rs_wire_ids_copy(&w->allowed, ids, RS_WIRE_ALLOWED_IDS_MAX);
@@ -82,12 +87,14 @@ enum solo_cx_verdict solo_cx_apply(struct solo_cx *cx, float *logits)
         row = cx->allowed;
     }
     uint32_t left = 0;
-    rs_mask_apply(logits, cx->n_vocab, row, cx->bias, cx->n_bias, &left);
+    rs_mask_apply(logits, cx->n_vocab, row, cx->bias,
+                  cx->n_bias + (cx->n_out < cx->min_tokens ? cx->n_eog : 0), &left);
     return left == 0 ? SOLO_CX_DEAD : SOLO_CX_SAMPLE;
 }
 
 int solo_cx_accept(struct solo_cx *cx, int32_t tok)
 {
+    cx->n_out++;
     if (cx->m == NULL || rs_grammar_matcher_accept(cx->m, tok) == RS_OK)
         return 0;
     fprintf(stderr, "solo_cx: sampled token %d refused by its own mask\n", tok);

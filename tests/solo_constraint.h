@@ -21,8 +21,9 @@ struct solo_cx {
     rs_grammar_vocab *gv;
     rs_grammar_matcher *m;  /* NULL without a grammar */
     uint32_t *row, *allowed; /* mask words; allowed ids as a row (or NULL) */
-    struct rs_logit_bias *bias;
-    uint32_t n_bias, n_vocab;
+    struct rs_logit_bias *bias; /* the request's, then bans of the eog ids */
+    uint32_t n_bias, n_eog, n_vocab;
+    uint32_t min_tokens, n_out; /* eog banned while n_out < min_tokens */
 };
 
 /* What the constraint says about a step. */
@@ -30,7 +31,7 @@ enum solo_cx_verdict { SOLO_CX_SAMPLE, SOLO_CX_END, SOLO_CX_DEAD };
 
 /* Prepares cx for g on vocab v (n_vocab logits). 0, or 1 (printed). */
 int solo_cx_begin(struct solo_cx *cx, const rs_vocab *v, uint32_t n_vocab,
-                  const struct rs_wire_generate *g);
+                  const struct rs_wire_generate *g, const int32_t *eog, uint32_t n_eog);
 
 /* Applies the step's mask and biases to logits; what to do with the step. */
 enum solo_cx_verdict solo_cx_apply(struct solo_cx *cx, float *logits);

@@ -190,7 +190,7 @@ int solo_run(struct solo_ref *s, const struct rs_wire_generate *g, struct solo_o
     }
     solo_params(s, g, o->n_prompt, &sp, &st);
     o->tokens = malloc((size_t)st.max_tokens * sizeof(int32_t));
-    int rc = o->tokens == NULL || solo_cx_begin(&cx, s->vocab, s->n_vocab, g) != 0;
+    int rc = o->tokens == NULL || solo_cx_begin(&cx, s->vocab, s->n_vocab, g, s->eog, (uint32_t)s->n_eog) != 0;
     if (rc == 0)
         rc = solo_decode(s, &sp, &st, &cx, o);
     solo_cx_end(&cx);

@@ -24,7 +24,8 @@
 
 int tokd_constrained(const struct rs_wire_generate *g)
 {
-    return g->cx.kind != RS_WIRE_CX_NONE || g->cx.n_bias > 0 || g->cx.allowed.n > 0;
+    return g->cx.kind != RS_WIRE_CX_NONE || g->cx.n_bias > 0 || g->cx.allowed.n > 0 ||
+           g->cx.min_tokens > 0;
 }
 
 static rs_err grammar_ready(struct tokd *t)
@@ -69,7 +70,7 @@ int tokd_constraint_check(struct tokd *t, rs_zsock *sock, const struct rs_zsock_
         return 1;
     }
     if (c->kind == RS_WIRE_CX_NONE)
-        return 0; /* logit_bias / allowed_token_ids alone: checked by the wire validator */
+        return 0; /* logit_bias / allowed_token_ids / min_tokens alone: the wire validator's */
     static const char *ptrs[RS_WIRE_CX_CHOICES_MAX];
     static size_t lens[RS_WIRE_CX_CHOICES_MAX];
     struct rs_constraint gc;

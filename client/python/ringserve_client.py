@@ -38,7 +38,7 @@ PARAMS = {
     "presence_penalty": (int, float), "frequency_penalty": (int, float), "seed": int,
     "stop": list, "stop_token_ids": list, "ignore_eos": bool, "logprobs": int,
     "stream": bool, "priority": int,
-    "constraint": dict, "logit_bias": dict, "allowed_token_ids": list,
+    "constraint": dict, "logit_bias": dict, "allowed_token_ids": list, "min_tokens": int,
 }
 
 # Structured-output shorthands (ringserve-cli's flags): each becomes the "constraint" map.

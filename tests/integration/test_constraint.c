@@ -547,6 +547,41 @@ static int test_cli_flags_carry_each_constraint(void)
     return fails;
 }
 
+static int test_min_tokens_holds_back_end_of_generation(void)
+{
+    struct rs_harness h = {0};
+    char model[512];
+    int rc = start(&h, STORIES, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    rs_client *c = client_of(&h);
+    struct rs_wire_generate g;
+    struct rs_client_result base, held;
+    struct rs_wire_bias eos = {2, 100.0f}; /* stories260K's </s>, pushed to the top */
+    request(&g, "Once upon a time", 20, 0);
+    g.has |= RS_WIRE_GEN_LOGIT_BIAS;
+    g.cx.n_bias = 1;
+    g.cx.bias = &eos;
+    int fails = c == NULL || run(c, &g, &base);
+    RS_CHECK_MSG(fails || (base.finish_reason == RS_WIRE_FINISH_STOP && base.n_tokens <= 1),
+                 "without min_tokens: finish %d after %u tokens", base.finish_reason,
+                 base.n_tokens);
+    g.has |= RS_WIRE_GEN_MIN_TOKENS;
+    g.cx.min_tokens = 5;
+    fails = fails || run(c, &g, &held);
+    RS_CHECK_MSG(fails || (held.finish_reason == RS_WIRE_FINISH_STOP &&
+                           held.n_tokens == base.n_tokens + 5),
+                 "min_tokens 5: finish %d after %u tokens (%u without)", held.finish_reason,
+                 held.n_tokens, base.n_tokens);
+    for (uint32_t i = 0; !fails && i < 5; i++)
+        RS_CHECK_MSG(held.tokens[i] != 2, "end-of-generation at output %u", i);
+    rs_client_result_fini(&base);
+    rs_client_result_fini(&held);
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, fails);
+    return fails;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_json_schema_outputs_validate_greedy_and_sampled),
     RS_TEST(test_gbnf_and_regex_outputs_are_accepted_by_a_separate_recogniser),
@@ -555,6 +590,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_unconstrained_output_unchanged_when_batched_with_constrained),
     RS_TEST(test_malformed_constraints_each_get_an_error_naming_the_position),
     RS_TEST(test_cli_flags_carry_each_constraint),
+    RS_TEST(test_min_tokens_holds_back_end_of_generation),
 };
 
 RS_TEST_MAIN(cases)

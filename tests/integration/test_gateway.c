@@ -195,7 +195,6 @@ static const struct bad_case bad_cases[] = {
     {"/v1/completions", "{\"max_tokens\":4}", 400, "prompt"},
     {"/v1/completions", "{\"prompt\":[1,2,99999]}", 400, "prompt"},
     {"/v1/completions", "{\"prompt\":\"x\",\"logit_bias\":{\"5\":101}}", 400, "logit_bias"},
-    {"/v1/completions", "{\"prompt\":\"x\",\"min_tokens\":3}", 400, "min_tokens"},
     {"/v1/completions", "{\"prompt\":\"x\",\"best_of\":3}", 400, "best_of"},
     {"/v1/completions", "{\"prompt\": tru", 400, NULL},
     {"/v1/completions", "[1,2]", 400, NULL},

@@ -190,7 +190,6 @@ static int test_the_hand_off_refuses_what_the_pipeline_lacks(void)
     } cases[] = {
         {GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "messages",
          "this server has no chat template renderer yet"},
-        {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_tokens\":2}", "min_tokens", "min_tokens"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct gw_oai_req r;
@@ -241,6 +240,10 @@ static int test_the_hand_off_maps_response_format_and_logit_bias(void)
     RS_CHECK(gw_call_prepare(&r, 0, &g, &e) == 0);
     RS_CHECK((g.has & RS_WIRE_GEN_CONSTRAINT) && g.cx.kind == RS_WIRE_CX_JSON_OBJECT);
     RS_CHECK(!(g.has & RS_WIRE_GEN_LOGIT_BIAS));
+    gw_oai_req_free(&r);
+    RS_CHECK(parse(GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_tokens\":7}", &r, &e) == 0);
+    RS_CHECK(gw_call_prepare(&r, 0, &g, &e) == 0);
+    RS_CHECK((g.has & RS_WIRE_GEN_MIN_TOKENS) && g.cx.min_tokens == 7);
     gw_oai_req_free(&r);
     return 0;
 }
