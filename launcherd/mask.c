@@ -347,19 +347,20 @@ static void enqueue(struct launcher_mask *mk, uint32_t slot, struct mjob j)
     pthread_cond_signal(&mk->work);
 }
 
+/* 1 when s's request is constrained, 0 when not (or gone), -1 when its slot has no row. */
 static int constrained(struct launcher *l, const struct rs_pipe_batch_seq *s)
 {
     void *rec;
-    if (s->run_slot >= l->p->cfg.max_seqs ||
-        rs_table_get(l->p->requests, (struct rs_table_ref){s->req_index, s->req_gen}, NULL,
-                     &rec) != RS_OK)
+    if (rs_table_get(l->p->requests, (struct rs_table_ref){s->req_index, s->req_gen}, NULL,
+                     &rec) != RS_OK ||
+        !(((const struct rs_pipe_req *)rec)->flags & RS_PIPE_F_CONSTRAINED))
         return 0;
-    return (((const struct rs_pipe_req *)rec)->flags & RS_PIPE_F_CONSTRAINED) != 0;
+    return s->run_slot < l->p->cfg.max_seqs ? 1 : -1; /* the batch check makes -1 a bug */
 }
 
 void launcher_mask_queue(struct launcher *l, const struct rs_pipe_batch_seq *s, uint32_t k)
 {
-    if (!constrained(l, s))
+    if (constrained(l, s) != 1)
         return;
     struct launcher_mask *mk = mask_get(l);
     if (mk == NULL)
@@ -431,9 +432,10 @@ static const struct mbias *bias_of(struct launcher_mask *mk, uint32_t slot, uint
 enum launcher_mask_verdict launcher_mask_apply(struct launcher *l, const struct rs_pipe_batch_seq *s,
                                                uint32_t k, float *logits)
 {
-    if (!constrained(l, s))
+    int c = constrained(l, s);
+    if (c == 0)
         return LAUNCHER_MASK_FREE;
-    struct launcher_mask *mk = mask_get(l);
+    struct launcher_mask *mk = c == 1 ? mask_get(l) : NULL;
     if (mk == NULL)
         return LAUNCHER_MASK_FAILED;
     struct mjob j = {ref_key((struct rs_table_ref){s->req_index, s->req_gen}), k};
