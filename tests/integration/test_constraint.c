@@ -582,6 +582,35 @@ static int test_min_tokens_holds_back_end_of_generation(void)
     return fails;
 }
 
+/* A grammar and an allowed-ids list with nothing in common: a dead end at the first step,
+ * finished with error code constraint_dead_end (not a hang, not an unmasked sample). */
+static int test_dead_end_finishes_with_its_own_error_code(void)
+{
+    struct rs_harness h = {0};
+    char model[512];
+    int rc = start(&h, STORIES, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    rs_client *c = client_of(&h);
+    struct rs_wire_generate g;
+    struct rs_client_result res;
+    uint32_t byte_z = 3 + 'z'; /* stories260K's byte token <0x7A> */
+    request(&g, "Once", 8, 0);
+    with_text(&g, RS_WIRE_CX_REGEX, "yes");
+    g.has |= RS_WIRE_GEN_ALLOWED_TOKEN_IDS;
+    g.cx.allowed = (struct rs_wire_ids){.n = 1, .vals = &byte_z};
+    int fails = c == NULL || run(c, &g, &res);
+    RS_CHECK_MSG(fails || (res.finish_reason == RS_WIRE_FINISH_ERROR &&
+                           res.error == RS_WIRE_CONSTRAINT_DEAD && res.n_tokens == 0),
+                 "finish %d, code %s, %u tokens", res.finish_reason,
+                 rs_wire_code_name(res.error), res.n_tokens);
+    if (!fails)
+        rs_client_result_fini(&res);
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, fails);
+    return fails;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_json_schema_outputs_validate_greedy_and_sampled),
     RS_TEST(test_gbnf_and_regex_outputs_are_accepted_by_a_separate_recogniser),
@@ -591,6 +620,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_malformed_constraints_each_get_an_error_naming_the_position),
     RS_TEST(test_cli_flags_carry_each_constraint),
     RS_TEST(test_min_tokens_holds_back_end_of_generation),
+    RS_TEST(test_dead_end_finishes_with_its_own_error_code),
 };
 
 RS_TEST_MAIN(cases)
