@@ -148,6 +148,16 @@ static int parse_allowed(void *dst, const struct rs_opt *o, const char *val, cha
     return 0;
 }
 
+void rs_client_gen_args_fini(struct rs_client_gen_args *a)
+{
+    free(a->cx_text);
+    free(a->allowed);
+    a->cx_text = NULL;
+    a->allowed = NULL;
+    a->gen.cx.text = (struct rs_wire_str){NULL, 0};
+    a->gen.cx.allowed = (struct rs_wire_ids){0};
+}
+
 const struct rs_opt rs_client_cx_opts[] = {
     {.name = "grammar", .kind = RS_OPT_CALL, .parse = parse_text_file, .val = RS_WIRE_CX_GBNF,
      .arg = "FILE", .help = "the output follows the GBNF grammar in FILE (start rule root)"},

@@ -52,6 +52,9 @@ extern const struct rs_opt rs_client_gen_opts[];
  * server's check (its error names the position).
  */
 extern const struct rs_opt rs_client_cx_opts[];
+
+/* Frees what the constraint flags read (files, id lists); the generate's views die with it. */
+void rs_client_gen_args_fini(struct rs_client_gen_args *a);
 #define RS_CLIENT_CX_TITLE "structured output (ipc/PROTOCOL.md 3.1, constraints)"
 
 /* Connection settings from flags; strings borrow argv except the loaded keys. */

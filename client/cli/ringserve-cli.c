@@ -393,6 +393,7 @@ static void cli_args_fini(struct cli_args *a)
         free(a->prompts[i].ids);
     free(a->prompts);
     free(a->owned);
+    rs_client_gen_args_fini(&a->gen);
 }
 
 static int run_jobs(struct cli_args *a)
