@@ -21,6 +21,10 @@
 /* Request fields from flags. Stop strings borrow argv (valid for the program's life). */
 struct rs_client_gen_args {
     struct rs_wire_generate gen; /* rs_client_gen_args_init: defaults, stream on */
+    /* what the constraint flags (client/constraint.c) read: gen.cx points here */
+    struct rs_wire_bias bias[RS_WIRE_LOGIT_BIAS_MAX]; /* --logit-bias entries */
+    uint32_t *allowed;  /* --allowed-token-ids (owned, freed with the program) */
+    char *cx_text;      /* --grammar / --json-schema file bytes (owned, likewise) */
 };
 
 /* Defaults: every field absent except `stream` = true (the programs stream). Any thread. */
@@ -37,6 +41,21 @@ void rs_client_gen_args_init(struct rs_client_gen_args *a);
  */
 extern const struct rs_opt rs_client_gen_opts[];
 #define RS_CLIENT_GEN_TITLE "request fields (ipc/PROTOCOL.md 3.1; absent = the server's default)"
+
+/*
+ * The structured-output flags, a table over struct rs_client_gen_args
+ * (client/constraint.c): --grammar FILE (GBNF), --json-schema FILE,
+ * --json-object, --regex RE, --choice TEXT (repeatable), --logit-bias
+ * ID:BIAS (repeatable), --allowed-token-ids ID[,ID...], --min-tokens N. One constraint kind
+ * per request (a second is a usage error); logit_bias and allowed ids go
+ * with any. Whether a grammar, schema or regex is well formed is the
+ * server's check (its error names the position).
+ */
+extern const struct rs_opt rs_client_cx_opts[];
+
+/* Frees what the constraint flags read (files, id lists); the generate's views die with it. */
+void rs_client_gen_args_fini(struct rs_client_gen_args *a);
+#define RS_CLIENT_CX_TITLE "structured output (ipc/PROTOCOL.md 3.1, constraints)"
 
 /* Connection settings from flags; strings borrow argv except the loaded keys. */
 struct rs_client_conn_args {

@@ -41,31 +41,6 @@ static int chat_prompt(const struct gw_oai_req *p, struct rs_wire_generate *g, s
     return 0;
 }
 
-/*
- * Constraints on sampling the pipeline does not implement yet: structured
- * output (response_format json_object / json_schema), logit_bias and
- * min_tokens. The one place they would join the wire request.
- */
-static int sampling_constraints(const struct gw_oai_req *p, struct rs_wire_generate *g,
-                                struct gw_err *e)
-{
-    (void)g;
-    if (p->response_format == GW_RF_JSON_OBJECT || p->response_format == GW_RF_JSON_SCHEMA)
-        return gw_err_set(e, 400, "response_format",
-                          "'response_format' of type '%s' "
-                          "(structured output) is not supported by this server yet",
-                          p->response_format == GW_RF_JSON_OBJECT ? "json_object" : "json_schema");
-    if (p->n_logit_bias > 0)
-        return gw_err_set(e, 400, "logit_bias",
-                          "'logit_bias' is not supported by this server "
-                          "yet");
-    if (p->min_tokens > 0)
-        return gw_err_set(e, 400, "min_tokens",
-                          "'min_tokens' is not supported by this server "
-                          "yet (the sampler cannot hold back EOS)");
-    return 0;
-}
-
 int gw_call_prepare(const struct gw_oai_req *p, uint32_t prompt_i, struct rs_wire_generate *g,
                     struct gw_err *e)
 {
@@ -76,7 +51,7 @@ int gw_call_prepare(const struct gw_oai_req *p, uint32_t prompt_i, struct rs_wir
         g->has |= RS_WIRE_GEN_LOGPROBS;
         g->logprobs = p->top_logprobs > 0 ? p->top_logprobs : 1;
     }
-    if (sampling_constraints(p, g, e) != 0)
+    if (gw_sampling_constraints(p, g, e) != 0)
         return -1;
     if (p->api == GW_API_CHAT)
         return chat_prompt(p, g, e);

@@ -62,6 +62,14 @@ void call_unref(struct gw_call *c);
 void call_fail(struct gw_call *c, int status, const char *msg);
 
 /* Fills g for prompt prompt_i of p (the hand-off to the pipeline); 0 or -1 with e. */
+/*
+ * response_format (json_object, json_schema), logit_bias and min_tokens of p
+ * onto the wire request g (gatewayd/constraint.c). 0, or -1 with e set (400
+ * naming the field) for what the pipeline cannot do. Strings borrow p.
+ */
+int gw_sampling_constraints(const struct gw_oai_req *p, struct rs_wire_generate *g,
+                            struct gw_err *e);
+
 int gw_call_prepare(const struct gw_oai_req *p, uint32_t prompt_i, struct rs_wire_generate *g,
                     struct gw_err *e);
 

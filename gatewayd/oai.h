@@ -115,6 +115,7 @@ struct gw_oai_req {
     const char *user;      /* NULL = absent */
     enum gw_rf response_format;
     json_t *json_schema; /* GW_RF_JSON_SCHEMA: the schema object (borrowed) */
+    char *json_schema_text; /* its JSON text, as the pipeline's constraint takes it (owned) */
     const char *json_schema_name;
     bool json_schema_strict;
     struct gw_logit_bias *logit_bias; /* owned array */

@@ -345,6 +345,10 @@ static int parse_json_schema(const json_t *rf, struct gw_oai_req *r, struct gw_e
                           "json_schema.schema' must be an object, got %s",
                           oai_type_name(v));
     r->json_schema = v;
+    if (v != NULL && (r->json_schema_text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER |
+                                                           JSON_ENCODE_ANY)) == NULL)
+        return gw_err_set(e, 400, "response_format.json_schema.schema",
+                          "'response_format.json_schema.schema' cannot be written as JSON");
     if ((v = oai_field(js, "strict")) != NULL &&
         oai_bool(v, "response_format.json_schema.strict", &r->json_schema_strict, e) != 0)
         return -1;
@@ -594,6 +598,7 @@ void gw_oai_req_free(struct gw_oai_req *r)
     free(r->tools);
     free(r->logit_bias);
     oai_conversation_free(r);
+    free(r->json_schema_text);
     if (r->root != NULL)
         json_decref(r->root);
     memset(r, 0, sizeof(*r));

@@ -22,8 +22,10 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_constraint.h"
 #include "ipc/pipeline_kv.h"
 #include "ipc/pipeline_logprob.h"
+#include "ipc/pipeline_mask.h"
 #include "ipc/pipeline_metrics.h"
 #include "ipc/pipeline_req.h"
 #include "ipc/pipeline_result.h"
@@ -31,7 +33,7 @@
 #define CFG_UNSET 0u
 #define CFG_WRITING 1u
 #define CFG_READY 2u
-#define N_REGIONS 10
+#define N_REGIONS 12
 
 static const char *const role_names[] = {RS_PIPE_TOKENIZERD, RS_PIPE_SCHEDULERD,
                                          RS_PIPE_LAUNCHERD, RS_PIPE_POSTPROCD, "bench", "tool"};
@@ -91,7 +93,7 @@ static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N
                                        .bytes = sizeof(struct rs_pipe_shared)};
     s[2] = (struct rs_shm_region_spec){
         .name = "requests", .kind = RS_SHM_TABLE, .count = c->max_requests,
-        .elem_bytes = rs_pipe_lp_list_offset(c) + rs_pipe_lp_list_bytes(c)};
+        .elem_bytes = rs_pipe_cx_list_offset(c) + rs_pipe_cx_list_bytes(c)};
     s[3] = (struct rs_shm_region_spec){.name = "tokens", .kind = RS_SHM_ARENA,
                                        .count = c->n_chunks, .elem_bytes = c->chunk_tokens};
     s[4] = (struct rs_shm_region_spec){
@@ -111,6 +113,11 @@ static void layout(const struct rs_pipe_config *c, struct rs_shm_region_spec s[N
                                        .bytes = sizeof(struct rs_metrics_region)};
     s[9] = (struct rs_shm_region_spec){.name = "logprobs", .kind = RS_SHM_ARENA,
                                        .count = lp_chunks(c), .elem_bytes = RS_PIPE_LP_CHUNK_WORDS};
+    s[10] = (struct rs_shm_region_spec){.name = "constraints", .kind = RS_SHM_ARENA,
+                                        .count = rs_pipe_cx_chunks(c),
+                                        .elem_bytes = RS_PIPE_CX_CHUNK_WORDS};
+    s[11] = (struct rs_shm_region_spec){.name = "masks", .kind = RS_SHM_RAW,
+                                        .bytes = rs_pipe_mask_region_bytes(c)};
 }
 
 /*
@@ -246,8 +253,14 @@ static rs_err open_regions(struct rs_pipe *p, rs_role *self, char *err, size_t e
                                   rs_pipe_token_list_bytes(&p->cfg), &p->tokens)) != RS_OK ||
         (rc = rs_arena_open_sized(p->shm, "logprobs", self, p->requests,
                                   rs_pipe_lp_list_offset(&p->cfg), rs_pipe_lp_list_bytes(&p->cfg),
-                                  &p->logprobs)) != RS_OK)
+                                  &p->logprobs)) != RS_OK ||
+        (rc = rs_arena_open_sized(p->shm, "constraints", self, p->requests,
+                                  rs_pipe_cx_list_offset(&p->cfg), rs_pipe_cx_list_bytes(&p->cfg),
+                                  &p->constraints)) != RS_OK)
         goto fail;
+    if ((rc = rs_shm_region(p->shm, "masks", RS_SHM_RAW, &base, &size)) != RS_OK)
+        goto fail;
+    p->masks = base;
     if ((rc = rs_shm_region(p->shm, "kv_tables", RS_SHM_RAW, &base, &size)) != RS_OK)
         goto fail;
     p->kv_rows = base;
@@ -305,7 +318,8 @@ rs_err rs_pipe_open(const struct rs_pipe_config *cfg, enum rs_pipe_stage stage,
         rc = open_regions(p, p->role, err, err_len);
     if (rc == RS_OK && ((rc = rs_table_recover(p->requests)) != RS_OK ||
                         (rc = rs_arena_recover(p->tokens)) != RS_OK ||
-                        (rc = rs_arena_recover(p->logprobs)) != RS_OK))
+                        (rc = rs_arena_recover(p->logprobs)) != RS_OK ||
+                        (rc = rs_arena_recover(p->constraints)) != RS_OK))
         snprintf(err, err_len, "request table recovery: %s", rs_strerror(rc));
     if (rc == RS_OK)
         rc = open_rings(p, err, err_len);
@@ -361,6 +375,7 @@ void rs_pipe_close(struct rs_pipe **pp)
     rs_ring_close(&p->results);
     rs_arena_close(&p->tokens);
     rs_arena_close(&p->logprobs);
+    rs_arena_close(&p->constraints);
     rs_table_close(&p->requests);
     rs_role_stop(&p->role);
     rs_shm_detach(&p->shm);

@@ -64,6 +64,8 @@ struct rs_pipe {
     struct rs_pipe_kvmeta *kv_meta;/* n_kv_blocks entries */
     struct rs_metrics_region *metrics; /* pipeline_metrics.h */
     rs_arena *logprobs;            /* per-request logprob lists (pipeline_logprob.h) */
+    rs_arena *constraints;         /* per-request constraints (pipeline_constraint.h) */
+    uint8_t *masks;                /* the mask ring: max_seqs rows (pipeline_mask.h) */
 };
 
 /*

@@ -69,12 +69,16 @@
     X(RS_M_LAU_COST_FIXED_NS, "cost_fixed_ns")                                                     \
     X(RS_M_LAU_COST_PREFILL_PS, "cost_prefill_ps_per_token")                                       \
     X(RS_M_LAU_COST_DECODE_PS, "cost_decode_ps_per_token")                                         \
-    X(RS_M_LAU_COST_STEPS, "cost_steps")
+    X(RS_M_LAU_COST_STEPS, "cost_steps")                                                           \
+    X(RS_M_LAU_MASK_ROWS, "mask_rows")                                                             \
+    X(RS_M_LAU_MASK_WAITS, "mask_waits")
 #define RS_PIPE_LAU_HISTS(X)                                                                       \
     X(RS_H_LAU_FORWARD, "forward_us")                                                              \
     X(RS_H_LAU_PICKUP, "pickup_us")                                                                \
     X(RS_H_LAU_SAMPLE, "sample_us")                                                                \
-    X(RS_H_LAU_STEP, "step_us")
+    X(RS_H_LAU_STEP, "step_us")                                                                    \
+    X(RS_H_LAU_MASK, "mask_us")                                                                    \
+    X(RS_H_LAU_MASK_WAIT, "mask_wait_us")
 
 #define RS_PIPE_POST_COUNTERS(X)                                                                   \
     X(RS_M_POST_DELTAS, "deltas")                                                                  \

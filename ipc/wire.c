@@ -26,6 +26,7 @@ static const char *const code_names[RS_WIRE_CODE_COUNT] = {
     [RS_WIRE_INTERNAL] = "internal",
     [RS_WIRE_UNSUPPORTED_VERSION] = "unsupported_version",
     [RS_WIRE_FORBIDDEN] = "forbidden",
+    [RS_WIRE_CONSTRAINT_DEAD] = "constraint_dead_end",
 };
 
 static const char *const type_names[RS_WIRE_T_COUNT] = {

@@ -54,6 +54,7 @@ enum rs_wire_code {
     RS_WIRE_INTERNAL,            /* the server failed; not the client's fault */
     RS_WIRE_UNSUPPORTED_VERSION, /* "v" is not RS_WIRE_VERSION */
     RS_WIRE_FORBIDDEN,           /* the request, or the routing id, belongs to another client */
+    RS_WIRE_CONSTRAINT_DEAD,     /* (final only) the constraint allowed no token at some step */
     RS_WIRE_CODE_COUNT
 };
 

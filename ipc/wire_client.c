@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "ipc/wire_client.h"
+#include "ipc/wire_constraint_impl.h"
 #include "ipc/wire_impl.h"
 
 _Static_assert(RS_WIRE_LOGPROBS_MAX == RS_SAMPLING_MAX_LOGPROBS,
@@ -42,6 +43,10 @@ static const struct wire_field gen_fields[] = {
     {"tools", "tools"},
     {"add_generation_prompt", "add_generation_prompt"},
     {"chat_template_kwargs", "chat_template_kwargs"},
+    {"constraint", "constraint"},
+    {"logit_bias", "logit_bias"},
+    {"allowed_token_ids", "allowed_token_ids"},
+    {"min_tokens", "min_tokens"},
 };
 #define GEN_FIRST_OPT 3
 #define N_GEN_FIELDS (sizeof(gen_fields) / sizeof(gen_fields[0]))
@@ -121,6 +126,10 @@ static rs_err gen_field(struct wire_rd *r, unsigned idx, void *ctx)
     case 21: return wire_rd_doc(r, &g->tools, WK_ARRAY, WK_MAP, RS_WIRE_TOOLS_MAX);
     case 22: return wire_rd_bool(r, &g->add_generation_prompt);
     case 23: return wire_rd_doc(r, &g->template_kwargs, WK_MAP, WK_END, RS_WIRE_KWARGS_MAX);
+    case 24: return wire_rd_constraint(r, &g->cx);
+    case 25: return wire_rd_logit_bias(r, &g->cx);
+    case 26: return wire_rd_allowed_ids(r, &g->cx);
+    case 27: return wire_rd_u32(r, &g->cx.min_tokens, UINT32_MAX);
     }
     return wire_fail(r, RS_WIRE_INTERNAL, "no decoder for field %u", idx);
 }
@@ -236,6 +245,10 @@ static void wr_gen_field(struct wire_wr *w, const struct rs_wire_generate *g, un
     case 21: wire_wr_raw(w, g->tools.packed, g->tools.len); break;
     case 22: wire_wr_bool(w, g->add_generation_prompt); break;
     case 23: wire_wr_raw(w, g->template_kwargs.packed, g->template_kwargs.len); break;
+    case 24: wire_wr_constraint(w, &g->cx); break;
+    case 25: wire_wr_logit_bias(w, &g->cx); break;
+    case 26: wire_wr_ids(w, &g->cx.allowed); break;
+    case 27: wire_wr_u64(w, g->cx.min_tokens); break;
     }
 }
 
@@ -270,6 +283,10 @@ static rs_err check_gen(const struct rs_wire_generate *g)
         for (uint32_t i = 0; e == RS_OK && i < g->n_stop; i++)
             e = wire_check_text("stop", &g->stop[i], RS_WIRE_STOP_LEN_MAX);
     }
+    if (e == RS_OK)
+        e = wire_check_constraint(&g->cx, (g->has & RS_WIRE_GEN_CONSTRAINT) != 0,
+                                  (g->has & RS_WIRE_GEN_LOGIT_BIAS) != 0,
+                                  (g->has & RS_WIRE_GEN_ALLOWED_TOKEN_IDS) != 0);
     return e;
 }
 
@@ -450,7 +467,7 @@ rs_err rs_wire_generate_validate(const struct rs_wire_generate *g,
         if (g->stop_ids[i] >= lim->n_vocab)
             return INVALID(err, "field 'stop_token_ids' item %u: token %u not below the "
                            "vocabulary size %u", i, g->stop_ids[i], lim->n_vocab);
-    return RS_OK;
+    return rs_wire_constraint_validate(&g->cx, lim->n_vocab, err);
 }
 
 rs_err rs_wire_prompt_check(uint32_t n_prompt, uint32_t n_ctx, struct rs_wire_error *err)

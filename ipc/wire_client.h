@@ -12,6 +12,7 @@
 #include "common/sampling.h"
 #include "ipc/wire.h"
 #include "ipc/wire_doc.h"
+#include "ipc/wire_constraint.h"
 
 /* Bits of rs_wire_generate.has: which optional fields the message carries. */
 #define RS_WIRE_GEN_PROMPT (1u << 0)
@@ -35,6 +36,10 @@
 #define RS_WIRE_GEN_TOOLS (1u << 18)
 #define RS_WIRE_GEN_ADD_GENERATION_PROMPT (1u << 19)
 #define RS_WIRE_GEN_CHAT_TEMPLATE_KWARGS (1u << 20)
+#define RS_WIRE_GEN_CONSTRAINT (1u << 21)        /* cx.kind, cx.text, cx.choices */
+#define RS_WIRE_GEN_LOGIT_BIAS (1u << 22)        /* cx.n_bias, cx.bias */
+#define RS_WIRE_GEN_ALLOWED_TOKEN_IDS (1u << 23) /* cx.allowed */
+#define RS_WIRE_GEN_MIN_TOKENS (1u << 24)        /* cx.min_tokens */
 
 /*
  * A generation request. Absent fields hold the defaults below (PROTOCOL.md
@@ -67,6 +72,7 @@ struct rs_wire_generate {
     struct rs_wire_doc tools;      /* array of <= RS_WIRE_TOOLS_MAX tool definitions (maps) */
     bool add_generation_prompt;    /* true: the prompt ends opening the assistant's turn */
     struct rs_wire_doc template_kwargs; /* chat_template_kwargs: map of further variables */
+    struct rs_wire_constraint cx;  /* structured output (wire_constraint.h); kind NONE = off */
 };
 
 /* A hello's optional `secret`: RS_WIRE_SECRET_MIN..MAX printable ASCII bytes (0x21..0x7e). */

@@ -48,6 +48,8 @@ struct launcher_step_info {
     uint32_t n_refused; /* seqs not run (ERROR rows) */
 };
 
+struct launcher_mask;
+
 struct launcher {
     struct rs_pipe *p; /* borrowed: the opened pipeline (stage launcherd) */
     rs_model *model;
@@ -76,6 +78,8 @@ struct launcher {
 
     struct rs_step_cost cost; /* measured steps for schedulerd's step-time budget (cost.c) */
     uint64_t spin_until; /* CLOCK_MONOTONIC until which the loop polls instead of sleeping */
+    struct launcher_mask *mask; /* mask.c: matchers and the mask thread; NULL until the first
+                                   constrained request */
 };
 
 /*
@@ -133,5 +137,34 @@ void launcher_fail_request(struct launcher *l, uint64_t batch_id, struct rs_tabl
  * fenced; RS_EIO when the rings are corrupt (logged). (serve.c)
  */
 rs_err launcher_pass(struct launcher *l, struct rs_pipe_doors *doors);
+
+/* --- structured output (mask.c) ------------------------------------------------------------ */
+
+enum launcher_mask_verdict {
+    LAUNCHER_MASK_FREE = 0, /* the request has no constraint: logits untouched */
+    LAUNCHER_MASK_APPLIED,  /* mask and biases applied: sample */
+    LAUNCHER_MASK_END,      /* the constraint accepts nothing more: finish with stop */
+    LAUNCHER_MASK_DEAD,     /* no token is allowed: finish with an error */
+    LAUNCHER_MASK_FAILED,   /* the constraint could not be loaded or replayed: error */
+};
+
+/*
+ * Queues the mask of output k of batch seq s on the mask thread when its
+ * request is constrained (no-op otherwise, or when queued or done). Model
+ * thread: prepare() for each seq wanting logits, and after output k - 1 of
+ * it was appended.
+ */
+void launcher_mask_queue(struct launcher *l, const struct rs_pipe_batch_seq *s, uint32_t k);
+
+/*
+ * Before sampling output k of s from logits (n_vocab, edited in place):
+ * waits for its mask row, then applies it and the request's logit_bias.
+ * Model thread.
+ */
+enum launcher_mask_verdict launcher_mask_apply(struct launcher *l, const struct rs_pipe_batch_seq *s,
+                                               uint32_t k, float *logits);
+
+/* Stops the mask thread and frees the matchers (launcher_unload). */
+void launcher_mask_destroy(struct launcher *l);
 
 #endif

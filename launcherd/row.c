@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "ipc/failpoint.h"
 #include "ipc/pipeline_batch.h"
+#include "ipc/pipeline_constraint.h"
 #include "ipc/pipeline_logprob.h"
 #include "ipc/pipeline_metrics.h"
 #include "ipc/pipeline_req.h"
@@ -101,10 +102,33 @@ static int uses_history(const struct rs_sampling_params *sp)
            sp->frequency_penalty != 0.0f;
 }
 
-/* Samples output k (list position pos) of r from lg; stores its logprobs. -1 when it failed. */
-static int32_t sample(struct launcher *l, uint64_t batch_id, struct rs_table_ref ref,
-                      const struct rs_pipe_req *r, uint32_t k, uint32_t pos, const float *lg)
+/*
+ * A constraint that ends the request instead of a token: accepting nothing more is
+ * `stop`; no token allowed is an error naming the dead end; a constraint that cannot be
+ * loaded fails the request.
+ */
+static void constraint_finish(struct launcher *l, uint64_t batch_id, struct rs_table_ref ref,
+                              struct rs_pipe_req *r, enum launcher_mask_verdict v, uint32_t k)
 {
+    if (v == LAUNCHER_MASK_FAILED) {
+        launcher_fail_request(l, batch_id, ref, "its constraint could not be applied");
+        return;
+    }
+    unsigned reason = v == LAUNCHER_MASK_END ? RS_WIRE_FINISH_STOP : RS_WIRE_FINISH_ERROR;
+    unsigned code = v == LAUNCHER_MASK_END ? 0 : RS_WIRE_CONSTRAINT_DEAD;
+    if (rs_pipe_finish_set(r, rs_pipe_finish_make(reason, RS_PIPE_STAGE_LAUNCHERD, code))) {
+        rs_counter_add(&metrics(l)->counter[RS_M_LAU_FINISHED], 1);
+        rs_log_req(v == LAUNCHER_MASK_END ? RS_LOG_DEBUG : RS_LOG_WARN, r->handle, batch_id,
+                   "constraint %s at output %u", v == LAUNCHER_MASK_END
+                   ? "complete: finished (stop)" : "allows no token: dead end", k);
+    }
+}
+
+/* Samples output k (list position pos) of r from lg; stores its logprobs. -1 when it failed. */
+static int32_t sample(struct launcher *l, uint64_t batch_id, const struct rs_pipe_batch_seq *s,
+                      struct rs_pipe_req *r, uint32_t k, uint32_t pos, const float *lg)
+{
+    struct rs_table_ref ref = {s->req_index, s->req_gen};
     struct rs_sampling_params sp = r->sampling; /* copied: read once from shared memory */
     const int32_t *hist = NULL;
     uint32_t n_prompt = 0, n_out = 0, got = 0;
@@ -118,6 +142,13 @@ static int32_t sample(struct launcher *l, uint64_t batch_id, struct rs_table_ref
         n_out = k;
     }
     memcpy(l->logits, lg, (size_t)l->n_vocab * sizeof(float));
+    if (r->flags & RS_PIPE_F_CONSTRAINED) {
+        enum launcher_mask_verdict v = launcher_mask_apply(l, s, k, l->logits);
+        if (v >= LAUNCHER_MASK_END) {
+            constraint_finish(l, batch_id, ref, r, v, k);
+            return -1;
+        }
+    }
     struct rs_sample_result res;
     if (rs_sampler_sample(l->smp, &sp, l->logits, hist, n_prompt, n_out, k, &res) != RS_OK) {
         launcher_fail_request(l, batch_id, ref, "the sampler refused its parameters");
@@ -195,7 +226,7 @@ int launcher_row(struct launcher *l, uint64_t batch_id, const struct rs_pipe_bat
         apply_stop(l, batch_id, r, prev, k - 1);
     if (atomic_load_explicit(&r->finish, memory_order_acquire) != 0)
         return 0; /* cancelled or stopped while in flight: no more tokens */
-    int32_t tok = sample(l, batch_id, ref, r, k, pos, lg);
+    int32_t tok = sample(l, batch_id, s, r, k, pos, lg);
     if (tok < 0)
         return 0;
     rs_err rc = rs_arena_append(l->p->tokens, ref, &tok, 1);
@@ -218,6 +249,9 @@ int launcher_row(struct launcher *l, uint64_t batch_id, const struct rs_pipe_bat
     mark_first_token(r, k);
     rs_counter_add(&metrics(l)->counter[RS_M_LAU_SAMPLED], 1);
     apply_stop(l, batch_id, r, tok, k);
+    /* The next mask is computed while this result travels and the next forward pass runs. */
+    if ((r->flags & RS_PIPE_F_CONSTRAINED) && atomic_load(&r->finish) == 0)
+        launcher_mask_queue(l, s, k + 1);
     row->token = tok;
     row->n_tokens = len + 1;
     note_tokens(l, ref, len + 1 - r->n_prompt);

@@ -97,6 +97,7 @@ rs_err launcher_load(struct launcher *l, const struct rs_pipe_config *cfg,
 
 void launcher_unload(struct launcher *l)
 {
+    launcher_mask_destroy(l);
     rs_sampler_destroy(&l->smp);
     rs_kvcache_destroy(&l->kv);
     rs_vocab_destroy(&l->vocab);

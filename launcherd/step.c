@@ -139,6 +139,8 @@ static uint32_t prepare(struct launcher *l, const struct rs_pipe_batch *b, uint3
             continue;
         }
         l->run_of[i] = n_run;
+        if (s->want_logits) /* a constrained row's mask is computed during the forward pass */
+            launcher_mask_queue(l, s, s->out_index);
         l->seqs[n_run++] = (struct rs_model_seq){.tokens = tokens + s->tok_off,
                                                  .n_tokens = s->n_tokens,
                                                  .pos0 = s->pos0,

@@ -5,6 +5,7 @@
  * Part of rs_testlib, linked by the tests and benches that include the header.
  */
 #include "tests/solo_ref.h"
+#include "tests/solo_constraint.h"
 
 void solo_close(struct solo_ref *s)
 {
@@ -140,10 +141,45 @@ int solo_text(struct solo_ref *s, struct solo_out *o)
     return 0;
 }
 
+/* The decode loop of solo_run; cx constrains each step (solo_constraint.h). */
+static int solo_decode(struct solo_ref *s, const struct rs_sampling_params *sp,
+                       const struct rs_stop_params *st, struct solo_cx *cx, struct solo_out *o)
+{
+    struct rs_model_seq seq = {s->list, o->n_prompt, 0, s->table, s->n_blocks, 1};
+    enum rs_finish_reason why = RS_FINISH_NONE;
+    o->finish = RS_WIRE_FINISH_NONE;
+    for (uint32_t k = 0; why == RS_FINISH_NONE; k++) {
+        const float *lg;
+        if (rs_model_step(s->model, s->kv, &seq, 1) != RS_OK ||
+            (lg = rs_model_logits(s->model, 0)) == NULL) {
+            fprintf(stderr, "solo_ref: model step failed at output %u\n", k);
+            return 1;
+        }
+        memcpy(s->logits, lg, (size_t)s->n_vocab * sizeof(float));
+        enum solo_cx_verdict v = solo_cx_apply(cx, s->logits);
+        if (v != SOLO_CX_SAMPLE) { /* launcherd/row.c: stop, or an error at a dead end */
+            o->finish = v == SOLO_CX_END ? RS_WIRE_FINISH_STOP : RS_WIRE_FINISH_ERROR;
+            return 0;
+        }
+        int32_t tok = solo_sample(s, sp, o->n_prompt, k);
+        if (tok < 0 || solo_cx_accept(cx, tok) != 0)
+            return 1;
+        s->list[o->n_prompt + k] = tok;
+        o->tokens[o->n_tokens++] = tok;
+        why = rs_stop_check(st, s->eog, s->n_eog, tok, o->n_prompt, (uint64_t)k + 1, s->n_ctx);
+        seq = (struct rs_model_seq){
+            &s->list[o->n_prompt + k], 1, o->n_prompt + k, s->table, s->n_blocks, 1};
+    }
+    o->finish = why == RS_FINISH_STOP ? RS_WIRE_FINISH_STOP : RS_WIRE_FINISH_LENGTH;
+    return 0;
+}
+
 int solo_run(struct solo_ref *s, const struct rs_wire_generate *g, struct solo_out *o)
 {
     struct rs_sampling_params sp;
     struct rs_stop_params st;
+    struct solo_cx cx;
+    memset(&cx, 0, sizeof(cx));
     memset(o, 0, sizeof(*o));
     if (g->n_stop > 0 || g->logprobs > 0 ||
         (g->temperature != 0.0f && !(g->has & RS_WIRE_GEN_SEED)))
@@ -154,29 +190,11 @@ int solo_run(struct solo_ref *s, const struct rs_wire_generate *g, struct solo_o
     }
     solo_params(s, g, o->n_prompt, &sp, &st);
     o->tokens = malloc((size_t)st.max_tokens * sizeof(int32_t));
-    struct rs_model_seq seq = {s->list, o->n_prompt, 0, s->table, s->n_blocks, 1};
-    enum rs_finish_reason why = RS_FINISH_NONE;
-    for (uint32_t k = 0; o->tokens != NULL && why == RS_FINISH_NONE; k++) {
-        const float *lg;
-        if (rs_model_step(s->model, s->kv, &seq, 1) != RS_OK ||
-            (lg = rs_model_logits(s->model, 0)) == NULL) {
-            fprintf(stderr, "solo_ref: model step failed at output %u\n", k);
-            return 1;
-        }
-        memcpy(s->logits, lg, (size_t)s->n_vocab * sizeof(float));
-        int32_t tok = solo_sample(s, &sp, o->n_prompt, k);
-        if (tok < 0)
-            return 1;
-        s->list[o->n_prompt + k] = tok;
-        o->tokens[o->n_tokens++] = tok;
-        why = rs_stop_check(&st, s->eog, s->n_eog, tok, o->n_prompt, (uint64_t)k + 1, s->n_ctx);
-        seq = (struct rs_model_seq){
-            &s->list[o->n_prompt + k], 1, o->n_prompt + k, s->table, s->n_blocks, 1};
-    }
-    if (o->tokens == NULL)
-        return 1;
-    o->finish = why == RS_FINISH_STOP ? RS_WIRE_FINISH_STOP : RS_WIRE_FINISH_LENGTH;
-    return solo_text(s, o);
+    int rc = o->tokens == NULL || solo_cx_begin(&cx, s->vocab, s->n_vocab, g, s->eog, (uint32_t)s->n_eog) != 0;
+    if (rc == 0)
+        rc = solo_decode(s, &sp, &st, &cx, o);
+    solo_cx_end(&cx);
+    return rc != 0 ? 1 : solo_text(s, o);
 }
 
 const char *const solo_prompts[] = {

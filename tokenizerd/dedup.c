@@ -218,5 +218,6 @@ uint64_t dedup_content_hash(const struct rs_wire_generate *g, const int32_t *ids
     h = mix_bytes(h, g->stop_ids, (size_t)g->n_stop_ids * sizeof(uint32_t));
     h = mix(h, (uint64_t)g->ignore_eos << 1 | (uint64_t)g->stream);
     h = mix(h, g->logprobs);
-    return mix(h, (uint32_t)g->priority);
+    h = mix(h, (uint32_t)g->priority);
+    return rs_wire_constraint_hash(&g->cx, h);
 }

@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/pipeline_constraint.h"
 #include "ipc/pipeline_metrics.h"
 #include "ipc/pipeline_req.h"
 #include "tokenizerd/tokd.h"
@@ -106,7 +107,7 @@ static void fill_record(struct tokd *t, struct rs_pipe_req *r, int tcp,
     memcpy(r->client, peer->id, peer->len);
     memcpy(r->owner, owner->d, sizeof(r->owner));
     r->flags = (g->stream ? RS_PIPE_F_STREAM : 0) | (g->ignore_eos ? RS_PIPE_F_IGNORE_EOS : 0) |
-               (tcp ? RS_PIPE_F_TCP : 0);
+               (tcp ? RS_PIPE_F_TCP : 0) | (tokd_constrained(g) ? RS_PIPE_F_CONSTRAINED : 0);
     r->n_prompt = n_prompt;
     uint32_t room = t->p->cfg.n_ctx - n_prompt;
     r->max_tokens = g->max_tokens != 0 && g->max_tokens < room ? g->max_tokens : room;
@@ -128,7 +129,7 @@ static void fill_record(struct tokd *t, struct rs_pipe_req *r, int tcp,
 
 /* Writes the prompt and publishes; on failure the record is released again. */
 static rs_err commit(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
-                     struct rs_table_ref ref, struct rs_pipe_req *r)
+                     struct rs_table_ref ref, struct rs_pipe_req *r, const struct rs_wire_generate *g)
 {
     struct rs_pipe *p = t->p;
     rs_err rc = rs_arena_list_init(p->tokens, ref);
@@ -136,6 +137,8 @@ static rs_err commit(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer 
         rc = rs_arena_append(p->tokens, ref, t->ids, r->n_prompt);
     if (rc == RS_OK)
         rc = rs_arena_seal(p->tokens, ref);
+    if (rc == RS_OK)
+        rc = tokd_constraint_store(t, ref, g);
     if (rc == RS_OK) {
         r->handle = atomic_fetch_add(&p->shared->next_handle, 1) + 1;
         r->accepted_ns = rs_clock_ns();
@@ -233,6 +236,8 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
         return RS_OK;
     if (tokd_owner_admit(t, sock, peer, m, owner))
         return RS_OK; /* before tokenizing: a refused prompt costs no tokenizer time */
+    if (tokd_constraint_check(t, sock, peer, m))
+        return RS_OK;
     void *rec;
     rs_err rc = rs_table_claim(p->requests, &ref, &rec);
     if (rc == RS_EFULL) {
@@ -258,7 +263,7 @@ rs_err tokd_generate(struct tokd *t, rs_zsock *sock, int tcp, const struct rs_zs
     }
     struct rs_pipe_req *r = rec;
     fill_record(t, r, tcp, peer, m, owner, n_prompt, hash, arrival_ns);
-    if ((rc = commit(t, sock, peer, ref, r)) != RS_OK)
+    if ((rc = commit(t, sock, peer, ref, r, g)) != RS_OK)
         return rc == RS_ESTALE ? RS_ESTALE : RS_OK;
     dedup_insert(t->index, &key, ref);
     send_ack(t, sock, peer, r);

@@ -99,7 +99,8 @@ static void reclaim(struct tokd *t)
     t->reclaim_wanted = 0;
     if (rs_table_recover(t->p->requests) == RS_ESTALE ||
         rs_arena_recover(t->p->tokens) == RS_ESTALE ||
-        rs_arena_recover(t->p->logprobs) == RS_ESTALE)
+        rs_arena_recover(t->p->logprobs) == RS_ESTALE ||
+        rs_arena_recover(t->p->constraints) == RS_ESTALE)
         t->fenced = 1;
 }
 
@@ -125,6 +126,7 @@ static void tokenizerd_close(void *self)
     dedup_destroy(&t->index);
     tokd_chat_fini(&t->chat);
     rs_pipe_owner_map_destroy(&t->owners);
+    tokd_constraint_fini(t);
     rs_tokenizer_destroy(&t->tok);
     rs_vocab_destroy(&t->vocab);
 }

@@ -14,6 +14,7 @@
 
 #include "common/gguf.h"
 #include "common/jinja.h"
+#include "common/grammar.h"
 #include "common/tokenizer.h"
 #include "common/vocab.h"
 #include "ipc/pipeline_door.h"
@@ -125,6 +126,9 @@ struct tokd {
     int fenced;              /* set when a shared-memory call said we are fenced */
     int reclaim_wanted;      /* a claim or append found the pool full: reclaim soon */
     uint64_t reclaim_ns;     /* CLOCK_MONOTONIC of the last reclaim pass */
+    rs_grammar_vocab *gv;    /* constraint.c: the vocab's token trie, built on first use */
+    rs_grammar_cache *gcache;/* compiled constraints by content */
+    int32_t *cx_words;       /* RS_PIPE_CX_MAX_WORDS: a constraint being stored */
 };
 
 /* --- dispatch.c ----------------------------------------------------------------------------- */
@@ -187,5 +191,25 @@ int tokd_owner_admit(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer 
 int tokd_owner_refuse(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
                       const struct rs_pipe_req *r, const char *what,
                       const struct rs_pipe_owner *owner);
+
+/* --- constraint.c --------------------------------------------------------------------------- */
+
+/* 1 when g carries a constraint, a logit_bias or an allowed_token_ids list. */
+int tokd_constrained(const struct rs_wire_generate *g);
+
+/*
+ * Compiles m's constraint against the vocab (through the cache); a
+ * malformed one is answered with an error naming its position. Returns 1
+ * when answered (refused), 0 to go on.
+ */
+int tokd_constraint_check(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
+                          const struct rs_wire_client_msg *m);
+
+/* Stores g's constraint as claimed record ref's constraints list (pipeline_constraint.h). */
+rs_err tokd_constraint_store(struct tokd *t, struct rs_table_ref ref,
+                             const struct rs_wire_generate *g);
+
+/* Frees the trie, the cache and the scratch. */
+void tokd_constraint_fini(struct tokd *t);
 
 #endif

@@ -445,13 +445,14 @@ static int cli_parse(int argc, char **argv, struct cli_args *a)
     a->n = a->concurrency = 1;
     const struct rs_opt_group g[] = {
         {RS_CLIENT_GEN_TITLE, rs_client_gen_opts, &a->gen, NULL},
+        {RS_CLIENT_CX_TITLE, rs_client_cx_opts, &a->gen, NULL},
         {"prompt and output", cli_opts, a, NULL},
         {RS_CLIENT_CONN_TITLE, rs_client_conn_opts, &a->conn, NULL},
     };
-    int r = rs_opt_parse(g, 3, argc, argv, RS_OPT_OPERANDS | RS_OPT_IN_ORDER, &first, err,
+    int r = rs_opt_parse(g, 4, argc, argv, RS_OPT_OPERANDS | RS_OPT_IN_ORDER, &first, err,
                          sizeof(err));
     if (r == RS_OPT_HELP) {
-        rs_opt_help(stdout, usage, g, 3);
+        rs_opt_help(stdout, usage, g, 4);
         return 1;
     }
     if (r != RS_OPT_OK) {
@@ -468,6 +469,7 @@ static void cli_args_fini(struct cli_args *a)
     free(a->prompts);
     free(a->owned);
     rs_client_chat_fini(&a->chat);
+    rs_client_gen_args_fini(&a->gen);
 }
 
 static int run_jobs(struct cli_args *a)

@@ -20,6 +20,7 @@ every request ends with exactly one final event. Memory is bounded: at most
 Leaves out: tokenizing (the server does it) and retrying refused requests.
 """
 
+import json
 import os
 import secrets
 import time
@@ -39,7 +40,38 @@ PARAMS = {
     "stream": bool, "priority": int,
     # with messages only (rendered by the model's chat template):
     "tools": list, "add_generation_prompt": bool, "chat_template_kwargs": dict,
+    "constraint": dict, "logit_bias": dict, "allowed_token_ids": list, "min_tokens": int,
 }
+
+# Structured-output shorthands (ringserve-cli's flags): each becomes the "constraint" map.
+CONSTRAINT_KINDS = ("grammar", "json_schema", "json_object", "regex", "choice")
+
+
+def _constraint_params(params):
+    """Folds grammar= / json_schema= (str or dict) / json_object=True / regex= / choice=[...]
+    into the wire's "constraint" map; logit_bias keys become ints. One kind per request."""
+    given = [k for k in CONSTRAINT_KINDS if params.get(k) not in (None, False)]
+    if len(given) > 1 or (given and "constraint" in params):
+        raise ValueError(f"one constraint per request, got {given}")
+    for k in CONSTRAINT_KINDS:
+        val = params.pop(k, None)
+        if val in (None, False):
+            continue
+        if k == "json_schema" and isinstance(val, dict):
+            val = json.dumps(val)
+        if k == "json_object":
+            params["constraint"] = {"kind": "json_object"}
+        elif k == "choice":
+            if not isinstance(val, (list, tuple)) or not all(isinstance(c, str) for c in val):
+                raise TypeError("choice: a list of strings")
+            params["constraint"] = {"kind": "choice", "choices": list(val)}
+        elif not isinstance(val, str):
+            raise TypeError(f"{k}: wrong type {type(val).__name__}")
+        else:
+            params["constraint"] = {"kind": "gbnf" if k == "grammar" else k, "text": val}
+    if isinstance(params.get("logit_bias"), dict):
+        params["logit_bias"] = {int(t): float(b) for t, b in params["logit_bias"].items()}
+    return params
 
 BACKOFF_MAX = 8.0  # seconds: resends and resumes back off to this
 SERVER_MSG_MAX = 4 << 20
@@ -292,11 +324,14 @@ class Client:
         (a conversation: list of {"role": ..., "content": ...} dicts, rendered by the server
         with the model's chat template; tools=, add_generation_prompt=,
         chat_template_kwargs= go with it) is given;
-        params are the request fields of PROTOCOL.md 3.1 (max_tokens=..., temperature=...).
+        params are the request fields of PROTOCOL.md 3.1 (max_tokens=..., temperature=...),
+        plus the structured-output shorthands grammar=GBNF, json_schema=str|dict,
+        json_object=True, regex=RE, choice=[...], logit_bias={id: bias}, allowed_token_ids=[...].
         timeout: seconds from now to the final (None: the client's; 0: none).
         """
         if sum(x is not None for x in (prompt, prompt_ids, messages)) != 1:
             raise ValueError("give exactly one of prompt, prompt_ids and messages")
+        params = _constraint_params(dict(params))
         for key, val in params.items():
             if key not in PARAMS:
                 raise TypeError(f"unknown request field {key!r}")

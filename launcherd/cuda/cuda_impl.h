@@ -66,6 +66,17 @@ struct cu_kv_layer {
 
 /* --- kernels (k_*.cu); each returns cudaGetLastError() of its launch ------------------ */
 
+/*
+ * Structured output (k_mask.cu): for each of n_rows rows of n_vocab logits,
+ * when rows_with_mask[r], the mask row masks + r * stride_words (tokens whose
+ * bit is clear become -INFINITY), then biases bias_off[r]..bias_off[r+1] of
+ * bias_tok/bias_val in order, as common/mask_apply.c. All device pointers.
+ */
+cudaError_t cu_mask_apply(float *logits, uint32_t n_rows, uint32_t n_vocab,
+                          const uint32_t *masks, size_t stride_words,
+                          const uint32_t *rows_with_mask, const int32_t *bias_tok,
+                          const float *bias_val, const uint32_t *bias_off, cudaStream_t s);
+
 /* x[r] = row tok[r] of the embedding matrix, widened to F32, times scale (dim = e->cols). */
 cudaError_t cu_embed(const struct cu_mat *e, const struct cu_rows *r, float scale, float *x,
                      cudaStream_t s);

@@ -23,7 +23,45 @@ void pchaos_opts_default(struct pchaos_opts *o, const char *model)
      * lost with a killed postprocd: above the client's 8 s resume backoff, short enough that
      * the audit after the drain need not wait postprocd's 30 s default. */
     o->linger_ms = "10000";
+    o->constrained_every = 3;
     o->seed = 1;
+}
+
+/* Constraints for stories260K (512 tokens); static: the kinds borrow them. */
+static const char *const chaos_choices[] = {"yes", "no", "the end", "Once upon a time"};
+static struct rs_wire_bias chaos_bias[PCHAOS_MAX_KINDS][3];
+static uint32_t chaos_allowed[PCHAOS_MAX_KINDS][6];
+
+void pchaos_constrain(struct rs_wire_generate *g, uint32_t i)
+{
+    uint32_t which = i % 5;
+    if (which == 4) {
+        for (uint32_t j = 0; j < 3; j++)
+            chaos_bias[i][j] = (struct rs_wire_bias){(i * 17 + j * 101) % 500 + 5,
+                                                     j == 0 ? -100.0f : 4.0f - 3.0f * j};
+        for (uint32_t j = 0; j < 6; j++)
+            chaos_allowed[i][j] = (i * 29 + j * 61) % 500 + 5;
+        g->has |= RS_WIRE_GEN_LOGIT_BIAS | (i % 2 ? RS_WIRE_GEN_ALLOWED_TOKEN_IDS : 0);
+        g->cx.n_bias = 3;
+        g->cx.bias = chaos_bias[i];
+        if (i % 2)
+            g->cx.allowed = (struct rs_wire_ids){.n = 6, .vals = chaos_allowed[i]};
+        return;
+    }
+    static const char *const text[] = {"[a-z ]{5,60}\\.", NULL, NULL,
+                                       "root ::= [a-z]+ (\" \" [a-z]+){0,12} \".\"\n"};
+    static const enum rs_wire_cx_kind kinds[] = {RS_WIRE_CX_REGEX, RS_WIRE_CX_CHOICE,
+                                                 RS_WIRE_CX_JSON_OBJECT, RS_WIRE_CX_GBNF};
+    g->has |= RS_WIRE_GEN_CONSTRAINT;
+    g->cx.kind = kinds[which];
+    if (text[which] != NULL)
+        g->cx.text = (struct rs_wire_str){text[which], (uint32_t)strlen(text[which])};
+    if (g->cx.kind == RS_WIRE_CX_CHOICE) {
+        g->cx.n_choices = 4;
+        for (uint32_t j = 0; j < 4; j++)
+            g->cx.choices[j] = (struct rs_wire_str){chaos_choices[j],
+                                                    (uint32_t)strlen(chaos_choices[j])};
+    }
 }
 
 uint64_t pchaos_rand(struct pchaos *c)
@@ -300,6 +338,8 @@ int pchaos_start(struct pchaos *c, const struct pchaos_opts *o)
     int failed = 0;
     for (uint32_t i = 0; i < o->n_kinds && !failed; i++) {
         solo_mixed_request(&c->kinds[i], i, o->max_output);
+        if (o->constrained_every != 0 && i % o->constrained_every == 1)
+            pchaos_constrain(&c->kinds[i], i / o->constrained_every);
         failed = solo_run(&s, &c->kinds[i], &c->refs[i]) != 0;
     }
     solo_close(&s);

@@ -44,6 +44,8 @@ struct pchaos_opts {
     uint32_t failpoint_pct;            /* % of restarts armed with one of the stage's failpoints */
     const char *doorbell_fault; /* NULL, "drop" or "dup": RS_DOORBELL_FAULT of every daemon */
     const char *linger_ms;      /* postprocd --linger-ms (text); NULL = postprocd's default */
+    uint32_t constrained_every; /* every n-th kind carries a constraint (pchaos_constrain);
+                                   0 = none */
     uint64_t seed;
     int verbose; /* print each kill */
 };
@@ -102,6 +104,12 @@ struct pchaos {
 };
 
 uint64_t pchaos_rand(struct pchaos *c);
+
+/*
+ * Adds structured output to kind i of g (the n-th constrained kind picks the n-th of a
+ * rotation: regex, choice, any JSON object, GBNF, logit_bias with allowed ids).
+ */
+void pchaos_constrain(struct rs_wire_generate *g, uint32_t i);
 
 void pchaos_sample(struct pchaos_samples *s, uint64_t v);
 

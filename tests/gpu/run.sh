@@ -10,7 +10,9 @@
 #   3. CUDA vs CPU: every case of tests/unit/test_cuda_backend.c (logits on
 #      stories260K and random 768-dim F32/F16/BF16/Q8_0 models with stated
 #      tolerances, greedy stories260K ids, device vs CPU sampler, deterministic
-#      batch invariance, graphs vs eager, tokens from a registered segment;
+#      batch invariance, graphs vs eager, tokens from a registered segment,
+#      structured-output mask rows and logit_bias applied by k_mask.cu vs the CPU
+#      path, bit for bit (test_mask_rows_match_cpu_bitwise);
 #      every architecture: the refdata/arch models vs the CPU and their GPU
 #      greedy ids vs llama.cpp's, random F16 shapes of each architecture)
 #   4. the full pipeline (tests it.client.*, it.launcherd.*) with launcherd on

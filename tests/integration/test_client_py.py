@@ -10,6 +10,7 @@ identical to a run without crashes. Each `test_<case>` is a ctest
 77 skip (refdata absent).
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -200,6 +201,30 @@ def test_chat_rendered_by_template_matches_the_rendered_prompt(inst):
     check(chat["usage"]["prompt_tokens"] == ref["usage"]["prompt_tokens"],
           (chat["usage"], ref["usage"]))
     check(chat["tokens"] == ref["tokens"] and len(chat["tokens"]) == 12, (chat, ref))
+
+
+def test_structured_output_shorthands(inst):
+    schema = {"type": "object", "properties": {"a": {"enum": ["x", "y"]},
+              "n": {"type": "integer", "minimum": 1, "maximum": 9}},
+              "required": ["a", "n"], "additionalProperties": False}
+    with Client(rundir=inst.rundir) as c:
+        r = c.generate("Once upon a time", max_tokens=60, temperature=0, json_schema=schema)
+        v = json.loads(r["text"])
+        check(v["a"] in ("x", "y") and 1 <= v["n"] <= 9 and len(v) == 2, r["text"])
+        r = c.generate("Once", max_tokens=20, temperature=0.7, seed=4, choice=["up", "down"])
+        check(r["text"] in ("up", "down") and r["finish_reason"] == "stop", r)
+        r = c.generate("Once", max_tokens=20, temperature=0, regex="[0-9]{3}")
+        check(len(r["text"]) == 3 and r["text"].isdigit(), r["text"])
+        r = c.generate("Once", max_tokens=4, temperature=0, logit_bias={300: 100})
+        check(r["tokens"] == [300] * 4, r["tokens"])
+        r = c.generate("Once", max_tokens=6, temperature=1.0, seed=2, allowed_token_ids=[5, 6])
+        check(set(r["tokens"]) <= {5, 6}, r["tokens"])
+        try:
+            c.generate("x", max_tokens=4, grammar="root ::= (")
+        except Refused as e:
+            check(e.code == "invalid_param" and "line 1" in e.message, str(e))
+            return
+    raise AssertionError("a malformed grammar was not refused")
 
 
 def test_cancel_mid_stream_aborts(inst):

@@ -3,6 +3,7 @@
 // The official OpenAI Node SDK (npm `openai` v4, installed in tests/node by
 // ops/setup) against gatewayd and the four real daemons on stories260K:
 // completions streamed and not (the published greedy text), logprobs, stop,
+// response_format (json_schema, json_object) and logit_bias,
 // the SDK's error classes seeing our 400/401/404/413/429/503 bodies, chat
 // completions streamed and not rendered by a real chat template (the same
 // answer as the rendered text sent as a completion), chat refused clearly
@@ -235,6 +236,42 @@ async function test_logprobs_and_stop() {
   });
 }
 
+async function test_response_format_and_logit_bias_constrain_the_output() {
+  await withInstance(async (inst) => {
+    const ai = client(await inst.gateway('gw'));
+    const schema = { type: 'object', properties: { n: { type: 'integer', minimum: 0, maximum: 99 },
+                     ok: { type: 'boolean' } }, required: ['n', 'ok'], additionalProperties: false };
+    const r = await ai.completions.create({ model: 'stories260K', prompt: 'Once upon a time',
+      max_tokens: 60, temperature: 0,
+      response_format: { type: 'json_schema', json_schema: { name: 'rec', schema } } });
+    const v = JSON.parse(r.choices[0].text);
+    check(Number.isInteger(v.n) && v.n >= 0 && v.n <= 99 && typeof v.ok === 'boolean' &&
+          Object.keys(v).length === 2, `json_schema output: ${r.choices[0].text}`);
+    check(r.choices[0].finish_reason === 'stop', `finish ${r.choices[0].finish_reason}`);
+    const o = await ai.completions.create({ model: 'stories260K', prompt: 'Once upon a time',
+      max_tokens: 80, temperature: 0.8, seed: 3, response_format: { type: 'json_object' } });
+    const text = o.choices[0].text;
+    check(o.choices[0].finish_reason !== 'stop' || typeof JSON.parse(text) === 'object',
+          `json_object output: ${text}`);
+    const forced = await ai.completions.create({ model: 'stories260K', prompt: 'Once',
+      max_tokens: 5, temperature: 0, logprobs: 1, logit_bias: { '300': 100 } });
+    const base = await ai.completions.create({ model: 'stories260K', prompt: 'Once',
+      max_tokens: 5, temperature: 0, logprobs: 1 });
+    check(forced.choices[0].text !== base.choices[0].text &&
+          new Set(forced.choices[0].logprobs.tokens).size === 1,
+          `forced: '${forced.choices[0].text}' vs '${base.choices[0].text}'`);
+    let refused = null;
+    try {
+      await ai.completions.create({ model: 'stories260K', prompt: 'x', max_tokens: 4,
+        response_format: { type: 'json_schema', json_schema: { name: 'bad',
+          schema: { type: 'integer', minimum: 'x' } } } });
+    } catch (e) {
+      refused = e;
+    }
+    check(refused instanceof OpenAI.BadRequestError, `bad schema: ${refused}`);
+  });
+}
+
 async function test_sdk_error_classes_see_our_bodies() {
   const keys = path.join(os.tmpdir(), `rs-node-keys-${process.pid}`);
   fs.writeFileSync(keys, 'sk-right\n');
@@ -402,6 +439,7 @@ const cases = {
   test_completions_give_the_published_greedy_text,
   test_streamed_completion_adds_up_with_a_usage_chunk,
   test_logprobs_and_stop,
+  test_response_format_and_logit_bias_constrain_the_output,
   test_sdk_error_classes_see_our_bodies,
   test_chat_completion_is_the_rendered_prompts_completion,
   test_chat_without_a_template_is_refused_clearly,

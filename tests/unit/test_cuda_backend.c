@@ -22,11 +22,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/mask_apply.h"
 #include "ipc/shm.h"
 #include "launcherd/engine/model.h"
 #include "launcherd/engine/sampler.h"
 #include "tests/rs_test.h"
 #include "tests/unit/engine_testutil.h"
+#ifdef RS_HAVE_CUDA
+#include "launcherd/cuda/cuda_mask.h"
+#endif
 
 /*
  * Tolerances: max |cuda - cpu| over a row's logits, divided by max(1, max |cpu|).
@@ -780,6 +784,61 @@ static int test_tokens_from_registered_segment(void)
     return 0;
 }
 
+/*
+ * Structured-output masks: the device path (k_mask.cu, rows copied as from the pinned mask
+ * ring) and the CPU path (common/mask_apply.c) leave bit-identical logits on the
+ * 50257-token gpt-2 vocab width: random mask rows (one row without a mask), bias lists
+ * with bans, duplicates and entries on masked tokens.
+ */
+static int test_mask_rows_match_cpu_bitwise(void)
+{
+#ifndef RS_HAVE_CUDA
+    return RS_TEST_SKIP;
+#else
+    enum { ROWS = 6, VOCAB = 50257, NB = 40 };
+    size_t words = (VOCAB + 31) / 32;
+    float *cpu = malloc(sizeof(float) * ROWS * VOCAB), *gpu = malloc(sizeof(float) * ROWS * VOCAB);
+    uint32_t *rows = malloc(4 * ROWS * words);
+    struct rs_logit_bias bias[ROWS][NB];
+    const uint32_t *mp[ROWS];
+    const struct rs_logit_bias *bp[ROWS];
+    uint32_t nb[ROWS];
+    RS_CHECK(cpu != NULL && gpu != NULL && rows != NULL);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < (size_t)ROWS * VOCAB; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        cpu[i] = gpu[i] = (float)((int64_t)(x >> 33) % 20000) / 1000.0f;
+    }
+    for (size_t i = 0; i < (size_t)ROWS * words; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        rows[i] = (uint32_t)(x >> 32) & (uint32_t)(x >> 16); /* about a quarter allowed */
+    }
+    for (int r = 0; r < ROWS; r++) {
+        mp[r] = r == 2 ? NULL : rows + (size_t)r * words;
+        nb[r] = (uint32_t)(r * 7 % NB);
+        for (uint32_t i = 0; i < nb[r]; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            int32_t t = i > 0 && i % 5 == 0 ? bias[r][i - 1].token : (int32_t)((x >> 33) % VOCAB);
+            float b = i % 4 == 0 ? -100.0f : (float)((int64_t)(x >> 40) % 200) / 2.0f - 50.0f;
+            bias[r][i] = (struct rs_logit_bias){t, b};
+        }
+        bp[r] = bias[r];
+        rs_mask_apply(cpu + (size_t)r * VOCAB, VOCAB, mp[r], bias[r], nb[r], NULL);
+    }
+    rs_err rc = rs_cuda_mask_apply(gpu, ROWS, VOCAB, mp, words, bp, nb);
+    int skip = rc == RS_EDEVICE && !gpu_required();
+    int same = rc == RS_OK && memcmp(cpu, gpu, sizeof(float) * ROWS * VOCAB) == 0;
+    free(cpu);
+    free(gpu);
+    free(rows);
+    if (skip)
+        return RS_TEST_SKIP;
+    RS_CHECK_MSG(rc == RS_OK, "device mask path: %s", rs_strerror(rc));
+    RS_CHECK(same);
+    return 0;
+#endif
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_no_device_fails_cleanly),
     RS_TEST(test_auto_falls_back_to_cpu_and_says_so),
@@ -796,6 +855,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_deterministic_mode_is_batch_invariant),
     RS_TEST(test_decode_graphs_equal_eager_steps),
     RS_TEST(test_tokens_from_registered_segment),
+    RS_TEST(test_mask_rows_match_cpu_bitwise),
 };
 
 RS_TEST_MAIN(cases)

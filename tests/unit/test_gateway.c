@@ -222,48 +222,58 @@ static int test_chat_hand_off_carries_the_conversation(void)
     RS_CHECK(rs_wire_client_encode(&msg, &buf) == RS_OK);
     rs_wire_buf_fini(&buf);
     gw_oai_req_free(&r);
-    RS_CHECK(parse(GW_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                   "\"chat_template_kwargs\":[1]}", &r, &e) != 0);
+    RS_CHECK(parse(GW_API_CHAT,
+                   "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                   "\"chat_template_kwargs\":[1]}",
+                   &r, &e) != 0);
     RS_CHECK(e.status == 400 && strcmp(e.param, "chat_template_kwargs") == 0);
     return 0;
 }
 
-/* What the pipeline cannot run yet is refused at the hand-off, naming the field. */
-static int test_the_hand_off_refuses_what_the_pipeline_lacks(void)
+/* response_format "text" is no constraint: the hand-off adds none. */
+static int test_the_hand_off_adds_no_constraint_for_text(void)
 {
-    const struct {
-        enum gw_api api;
-        const char *body, *param, *says;
-    } cases[] = {
-        {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}",
-         "response_format", "json_object"},
-        {GW_API_COMPLETIONS,
-         "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\","
-         "\"json_schema\":{\"name\":\"s\",\"schema\":{\"type\":\"object\"},\"strict\":true}}}",
-         "response_format", "json_schema"},
-        {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"3\":-100}}", "logit_bias",
-         "logit_bias"},
-        {GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_tokens\":2}", "min_tokens", "min_tokens"},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct gw_oai_req r;
-        struct gw_err e;
-        struct rs_wire_generate g;
-        RS_CHECK_MSG(parse(cases[i].api, cases[i].body, &r, &e) == 0, "case %zu parses: %s", i,
-                     e.message);
-        memset(&e, 0, sizeof(e));
-        int rc = gw_call_prepare(&r, 0, &g, &e);
-        gw_oai_req_free(&r);
-        RS_CHECK_MSG(rc == -1 && e.status == 400 && strcmp(e.param, cases[i].param) == 0 &&
-                         strstr(e.message, cases[i].says) != NULL,
-                     "case %zu: %d %s %s", i, e.status, e.param, e.message);
-    }
     struct gw_oai_req r;
     struct gw_err e;
     struct rs_wire_generate g;
     RS_CHECK(parse(GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"}}",
                    &r, &e) == 0);
-    RS_CHECK(gw_call_prepare(&r, 0, &g, &e) == 0); /* plain text needs no constraint */
+    RS_CHECK(gw_call_prepare(&r, 0, &g, &e) == 0);
+    RS_CHECK(!(g.has & (RS_WIRE_GEN_CONSTRAINT | RS_WIRE_GEN_LOGIT_BIAS | RS_WIRE_GEN_MIN_TOKENS)));
+    gw_oai_req_free(&r);
+    return 0;
+}
+
+/* response_format and logit_bias become the wire request's constraint fields. */
+static int test_the_hand_off_maps_response_format_and_logit_bias(void)
+{
+    struct gw_oai_req r;
+    struct gw_err e;
+    struct rs_wire_generate g;
+    RS_CHECK(parse(GW_API_COMPLETIONS,
+                   "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\","
+                   "\"json_schema\":{\"name\":\"s\",\"schema\":{\"type\":\"object\","
+                   "\"required\":[\"a\"]}}},\"logit_bias\":{\"3\":-100,\"7\":2.5}}",
+                   &r, &e) == 0);
+    RS_CHECK(gw_call_prepare(&r, 0, &g, &e) == 0);
+    RS_CHECK((g.has & RS_WIRE_GEN_CONSTRAINT) && g.cx.kind == RS_WIRE_CX_JSON_SCHEMA);
+    RS_CHECK(g.cx.text.len == strlen("{\"type\":\"object\",\"required\":[\"a\"]}") &&
+             memcmp(g.cx.text.ptr, "{\"type\":\"object\",\"required\":[\"a\"]}", g.cx.text.len) ==
+                 0);
+    RS_CHECK((g.has & RS_WIRE_GEN_LOGIT_BIAS) && g.cx.n_bias == 2);
+    RS_CHECK(g.cx.bias[0].token == 3 && g.cx.bias[0].bias == -100.0f);
+    RS_CHECK(g.cx.bias[1].token == 7 && g.cx.bias[1].bias == 2.5f);
+    gw_oai_req_free(&r);
+    RS_CHECK(parse(GW_API_COMPLETIONS,
+                   "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", &r,
+                   &e) == 0);
+    RS_CHECK(gw_call_prepare(&r, 0, &g, &e) == 0);
+    RS_CHECK((g.has & RS_WIRE_GEN_CONSTRAINT) && g.cx.kind == RS_WIRE_CX_JSON_OBJECT);
+    RS_CHECK(!(g.has & RS_WIRE_GEN_LOGIT_BIAS));
+    gw_oai_req_free(&r);
+    RS_CHECK(parse(GW_API_COMPLETIONS, "{\"prompt\":\"x\",\"min_tokens\":7}", &r, &e) == 0);
+    RS_CHECK(gw_call_prepare(&r, 0, &g, &e) == 0);
+    RS_CHECK((g.has & RS_WIRE_GEN_MIN_TOKENS) && g.cx.min_tokens == 7);
     gw_oai_req_free(&r);
     return 0;
 }
@@ -396,7 +406,8 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_refusals_name_the_field),
     RS_TEST(test_chat_messages_tools_and_parts_parse),
     RS_TEST(test_chat_hand_off_carries_the_conversation),
-    RS_TEST(test_the_hand_off_refuses_what_the_pipeline_lacks),
+    RS_TEST(test_the_hand_off_adds_no_constraint_for_text),
+    RS_TEST(test_the_hand_off_maps_response_format_and_logit_bias),
     RS_TEST(test_chat_stream_chunks_open_with_the_role),
     RS_TEST(test_logprobs_take_both_openai_shapes),
     RS_TEST(test_errors_and_usage_have_openai_shapes),
