@@ -11,6 +11,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/quant.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -47,8 +49,8 @@ const char *kern_isa_name(enum kern_isa isa)
 
 int kern_type_supported(enum rs_ggml_type t)
 {
-    return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0 ||
-           t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q5_K || t == RS_GGML_Q6_K;
+    /* The GEMM covers every type common/quant's traits table converts. */
+    return rs_quant_supported(t);
 }
 
 void kern_widen_row(enum kern_isa isa, const struct kern_mat *w, uint32_t row, float *dst)
