@@ -48,7 +48,7 @@ const struct rs_opt launcher_opt_table[] = {
     {.name = "threads", .kind = RS_OPT_INT, .off = LO(n_threads), .min = 0, .max = 1024,
      .arg = "N", .help = "model threads (default 0: every CPU it may use)"},
     {.name = "isa", .kind = RS_OPT_CHOICE, .off = LO(isa), .choices = rs_model_isa_names,
-     .choice_vals = rs_model_isa_values, .arg = "auto|avx2|portable",
+     .choice_vals = rs_model_isa_values, .arg = "auto|avx512|avx2|portable",
      .help = "CPU kernels (default auto: the best the CPU has)"},
     {.name = "spin-us", .kind = RS_OPT_U32, .off = LO(spin_us), .min = 0, .max = 1000000,
      .arg = "N",
@@ -63,6 +63,9 @@ const struct rs_opt launcher_opt_table[] = {
     {.name = "deterministic", .kind = RS_OPT_FLAG, .off = LO(deterministic), .val = 1,
      .help = "batch-invariant kernels on the GPU too (a request's\n"
              "tokens do not depend on its companions; no cuBLAS)"},
+    {.name = "exact-dot", .kind = RS_OPT_FLAG, .off = LO(exact_dot), .val = 1,
+     .help = "CPU: quantized weights widened to F32 times F32\n"
+             "activations (default: 8-bit activations, integer dots)"},
     {0},
 };
 

@@ -41,7 +41,7 @@ static uint32_t fit_cols(enum rs_ggml_type t, uint32_t K)
  */
 static struct kern_mat make_mat(enum rs_ggml_type type, uint32_t rows, uint32_t cols, float **deq)
 {
-    struct kern_mat m = {NULL, type, rows, cols, (size_t)rs_ggml_row_bytes(type, cols)};
+    struct kern_mat m = {NULL, type, rows, cols, (size_t)rs_ggml_row_bytes(type, cols), 0};
     float *src = malloc((size_t)rows * cols * sizeof(float));
     uint8_t *data = malloc((size_t)rows * m.row_bytes);
     *deq = malloc((size_t)rows * cols * sizeof(float));
@@ -154,7 +154,7 @@ static int check_rows_invariant(enum kern_isa isa)
         uint32_t M = 23, K = fit_cols(types[ti], 148), N = 19;
         float *deq, *x = rand_vec((size_t)M * K);
         struct kern_mat w = make_mat(types[ti], N, K, &deq);
-        struct kern_mat wf = {deq, RS_GGML_F32, N, K, (size_t)K * 4};
+        struct kern_mat wf = {deq, RS_GGML_F32, N, K, (size_t)K * 4, 0};
         float *all = calloc((size_t)M * N, sizeof(float)), *one = calloc(N, sizeof(float));
         float *f32 = calloc((size_t)M * N, sizeof(float));
         float *scr = malloc(kern_gemm_scratch_floats(K) * sizeof(float));
