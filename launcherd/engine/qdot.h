@@ -68,10 +68,17 @@ void kq_unpack_row(enum rs_ggml_type t, const uint8_t *src, uint32_t K, const st
 /* The dot of one unpacked weight row with n activation rows (n <= 4), into out[0..n). */
 void kq_dot_portable(const struct kq_wrow *w, const struct kq_act *const *x, int n, uint32_t K,
                      float *out);
-void kq_dot_avx2(const struct kq_wrow *w, const struct kq_act *const *x, int n, uint32_t K,
-                 float *out);
-void kq_dot_vnni(const struct kq_wrow *w, const struct kq_act *const *x, int n, uint32_t K,
-                 float *out);
+
+/*
+ * A SIMD variant's dot straight from a weight row's stored bytes (unpacked in
+ * registers, same bits as kq_unpack_row + kq_dot_portable). Tables end with
+ * dot == NULL; a variant the build or CPU lacks has only that entry.
+ */
+struct kq_raw_dot {
+    enum rs_ggml_type type;
+    void (*dot)(const uint8_t *row, const struct kq_act *const *x, int n, uint32_t K, float *out);
+};
+extern const struct kq_raw_dot kq_avx2_table[], kq_vnni_table[];
 
 /* Bytes of per-thread scratch kern_qgemm needs for K inputs (any alignment). */
 size_t kern_qgemm_scratch_bytes(uint32_t K);

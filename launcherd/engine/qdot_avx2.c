@@ -10,16 +10,12 @@
 #if defined(__x86_64__)
 
 #define QD_TGT __attribute__((target("avx2,fma,f16c")))
-#define QD_NAME kq_dot_avx2
+#define QD_PREFIX(n) kq_avx2_##n
 #define QD_BLOCK_SUM(wabs, xs, sc) _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, xs), sc)
 #include "launcherd/engine/qdot_simd.h"
 
 #else
 
-void kq_dot_avx2(const struct kq_wrow *w, const struct kq_act *const *x, int n, uint32_t K,
-                 float *out)
-{
-    kq_dot_portable(w, x, n, K, out);
-}
+const struct kq_raw_dot kq_avx2_table[] = {{RS_GGML_F32, NULL}};
 
 #endif

@@ -2,7 +2,8 @@
 /*
  * Y = X W^T through the integer dot (qdot.h): activation rows quantized in
  * chunks of KQ_ROWS into the thread's scratch, then each weight row of the
- * slice unpacked once per chunk and dotted with up to 4 rows at a time. Each
+ * slice dotted with up to 4 rows at a time: unpacked in registers by the
+ * SIMD variants, into scratch by the portable one. Each
  * output is one kq dot of its own weight row and its own activation row, so
  * chunking, slicing and the batch never change a bit.
  */
@@ -10,33 +11,41 @@
 
 #define KQ_ROWS 16 /* activation rows quantized per chunk: 16 x ~1.2 K bytes stay in L1/L2 */
 
-typedef void (*kq_dot_fn)(const struct kq_wrow *, const struct kq_act *const *, int, uint32_t,
-                          float *);
+typedef void (*kq_raw_fn)(const uint8_t *, const struct kq_act *const *, int, uint32_t, float *);
 
 size_t kern_qgemm_scratch_bytes(uint32_t K)
 {
     return kq_wrow_bytes(K) + KQ_ROWS * kq_act_bytes(K) + 32;
 }
 
-static kq_dot_fn dot_for(enum kern_isa isa)
+/* The SIMD dot of type t for isa, or NULL for the portable unpack-then-dot. */
+static kq_raw_fn raw_for(enum kern_isa isa, enum rs_ggml_type t)
 {
-    static const kq_dot_fn by_isa[] = {[KERN_PORTABLE] = kq_dot_portable,
-                                       [KERN_AVX2] = kq_dot_avx2,
-                                       [KERN_AVX512] = kq_dot_vnni};
-    return by_isa[isa];
+    const struct kq_raw_dot *tab = isa == KERN_AVX512 ? kq_vnni_table
+                                   : isa == KERN_AVX2 ? kq_avx2_table
+                                                      : NULL;
+    for (; tab != NULL && tab->dot != NULL; tab++)
+        if (tab->type == t)
+            return tab->dot;
+    return NULL;
 }
 
 /* Weight rows [n0, n1) against the mr quantized rows at act, into y's rows. */
-static void chunk(kq_dot_fn dot, const struct kern_mat *w, const struct kq_wrow *wr,
+static void chunk(kq_raw_fn raw, const struct kern_mat *w, const struct kq_wrow *wr,
                   const struct kq_act *const *act, uint32_t mr, float *y, size_t ldy,
                   uint32_t n0, uint32_t n1, int accumulate)
 {
     for (uint32_t n = n0; n < n1; n++) {
-        kq_unpack_row(w->type, (const uint8_t *)w->data + (size_t)n * w->row_bytes, w->cols, wr);
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
+        if (raw == NULL)
+            kq_unpack_row(w->type, row, w->cols, wr);
         for (uint32_t r = 0; r < mr; r += 4) {
             int cnt = mr - r < 4 ? (int)(mr - r) : 4;
             float out[4];
-            dot(wr, act + r, cnt, w->cols, out);
+            if (raw != NULL)
+                raw(row, act + r, cnt, w->cols, out);
+            else
+                kq_dot_portable(wr, act + r, cnt, w->cols, out);
             for (int i = 0; i < cnt; i++) {
                 float *ym = y + (size_t)(r + (uint32_t)i) * ldy + n;
                 *ym = accumulate ? *ym + out[i] : out[i];
@@ -56,6 +65,7 @@ void kern_qgemm(enum kern_isa isa, const struct kern_mat *w, const float *x, siz
     uint8_t *actmem = base + kq_wrow_bytes(K);
     struct kq_act acts[KQ_ROWS];
     const struct kq_act *ap[KQ_ROWS];
+    kq_raw_fn raw = raw_for(isa, w->type);
     for (uint32_t m0 = 0; m0 < n_rows; m0 += KQ_ROWS) {
         uint32_t mr = n_rows - m0 < KQ_ROWS ? n_rows - m0 : KQ_ROWS;
         for (uint32_t r = 0; r < mr; r++) {
@@ -63,6 +73,6 @@ void kern_qgemm(enum kern_isa isa, const struct kern_mat *w, const float *x, siz
             kq_quantize_row(x + (size_t)(m0 + r) * ldx, K, &acts[r]);
             ap[r] = &acts[r];
         }
-        chunk(dot_for(isa), w, &wr, ap, mr, y + (size_t)m0 * ldy, ldy, n0, n1, accumulate);
+        chunk(raw, w, &wr, ap, mr, y + (size_t)m0 * ldy, ldy, n0, n1, accumulate);
     }
 }

@@ -15,17 +15,13 @@
 #define QD_SC32(sc)                                                                             \
     _mm256_cvtepi16_epi32(_mm_unpacklo_epi64(_mm256_castsi256_si128(sc),                        \
                                              _mm256_extracti128_si256(sc, 1)))
-#define QD_NAME kq_dot_vnni
+#define QD_PREFIX(n) kq_vnni_##n
 #define QD_BLOCK_SUM(wabs, xs, sc)                                                              \
     _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), wabs, xs), QD_SC32(sc))
 #include "launcherd/engine/qdot_simd.h"
 
 #else
 
-void kq_dot_vnni(const struct kq_wrow *w, const struct kq_act *const *x, int n, uint32_t K,
-                 float *out)
-{
-    kq_dot_portable(w, x, n, K, out);
-}
+const struct kq_raw_dot kq_vnni_table[] = {{RS_GGML_F32, NULL}};
 
 #endif
