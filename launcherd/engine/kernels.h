@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * CPU kernels of the forward pass: matrix times activations over F32, F16,
- * BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights (widened to F32 on the fly), paged
+ * BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights (widened to F32 on the fly,
+ * or, for the quantized types, integer dot products over activations
+ * quantized per 32-value block: qdot.h), paged
  * attention for one query row (causal, optionally a sliding window and a
  * score soft-cap), and the row-local ops (RMSNorm, RoPE in both pairings,
  * SwiGLU, GeGLU, soft-cap).
  * Batch invariance is a property of these kernels: see "Reduction order" below.
- * Leaves out: Q4_1, Q5_*, Q2_K/Q3_K/Q5_K and the IQ types (launcherd/README.md),
- * AVX-512.
+ * Leaves out: Q4_1, Q5_0/Q5_1, Q2_K/Q3_K and the IQ types (launcherd/README.md),
+ * AVX-512 float GEMMs (KERN_AVX512 runs AVX2's; only its integer dot is VNNI).
  */
 #ifndef RS_ENGINE_KERNELS_H
 #define RS_ENGINE_KERNELS_H
