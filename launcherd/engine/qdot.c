@@ -63,8 +63,11 @@ void kq_quantize_row(const float *x, uint32_t K, const struct kq_act *a)
         float id = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
         int32_t s = 0;
         for (int i = 0; i < KQ_BLOCK; i++) {
-            /* |x * id| <= 127 up to one rounding, which rounds back to 127 */
-            int v = finite ? (int)nearbyintf(xb[i] * id) : 0;
+            /* |x * id| <= 127 up to one rounding, which rounds back to 127; adding and
+             * removing 1.5 * 2^23 rounds it half-even (below 2^22 in magnitude), as
+             * nearbyintf does, without a libm call per value */
+            float r = (xb[i] * id + 12582912.0f) - 12582912.0f;
+            int v = finite ? (int)r : 0;
             a->q[b * KQ_BLOCK + i] = (int8_t)v;
             s += v;
         }

@@ -65,7 +65,8 @@ int kq_type_supported(enum rs_ggml_type t);
 /* Unpacks one row of K values of type t (kq_type_supported) at src. */
 void kq_unpack_row(enum rs_ggml_type t, const uint8_t *src, uint32_t K, const struct kq_wrow *w);
 
-/* The dot of one unpacked weight row with n activation rows (n <= 4), into out[0..n). */
+/* The dot of one unpacked weight row with n activation rows (n <= KQ_DOT_ROWS), into out[0..n). */
+#define KQ_DOT_ROWS 8
 void kq_dot_portable(const struct kq_wrow *w, const struct kq_act *const *x, int n, uint32_t K,
                      float *out);
 

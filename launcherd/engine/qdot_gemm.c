@@ -2,7 +2,7 @@
 /*
  * Y = X W^T through the integer dot (qdot.h): activation rows quantized in
  * chunks of KQ_ROWS into the thread's scratch, then each weight row of the
- * slice dotted with up to 4 rows at a time: unpacked in registers by the
+ * slice dotted with up to KQ_DOT_ROWS rows at a time: unpacked in registers by the
  * SIMD variants, into scratch by the portable one. Each
  * output is one kq dot of its own weight row and its own activation row, so
  * chunking, slicing and the batch never change a bit.
@@ -39,9 +39,9 @@ static void chunk(kq_raw_fn raw, const struct kern_mat *w, const struct kq_wrow 
         const uint8_t *row = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
         if (raw == NULL)
             kq_unpack_row(w->type, row, w->cols, wr);
-        for (uint32_t r = 0; r < mr; r += 4) {
-            int cnt = mr - r < 4 ? (int)(mr - r) : 4;
-            float out[4];
+        for (uint32_t r = 0; r < mr; r += KQ_DOT_ROWS) {
+            int cnt = mr - r < KQ_DOT_ROWS ? (int)(mr - r) : KQ_DOT_ROWS;
+            float out[KQ_DOT_ROWS];
             if (raw != NULL)
                 raw(row, act + r, cnt, w->cols, out);
             else

@@ -182,7 +182,7 @@ QD_INL void qd_group_dot(const struct qd_group *w, const struct kq_act *const *x
                                        uint32_t K, float *out)                                  \
     {                                                                                            \
         uint32_t nb = K / KQ_BLOCK, ng = kq_padded_blocks(K) / 8;                                 \
-        __m256 acc[4];                                                                           \
+        __m256 acc[KQ_DOT_ROWS];                                                                 \
         for (int m = 0; m < n; m++)                                                              \
             acc[m] = _mm256_setzero_ps();                                                        \
         for (uint32_t g = 0; g < ng; g++) {                                                      \
