@@ -29,7 +29,7 @@ size_t kq_act_bytes(uint32_t K)
 size_t kq_wrow_bytes(uint32_t K)
 {
     size_t nbp = kq_padded_blocks(K);
-    return up32(nbp * KQ_BLOCK) + up32(nbp * 32) + 2 * up32(nbp * 4);
+    return up32(nbp * KQ_BLOCK) + up32(nbp * 32) + 2 * up32(nbp * 4) + up32(nbp * 2);
 }
 
 void kq_act_at(void *mem, uint32_t K, struct kq_act *a)
@@ -49,30 +49,38 @@ void kq_wrow_at(void *mem, uint32_t K, struct kq_wrow *w)
     w->sc = (int16_t *)(p + up32(nbp * KQ_BLOCK));
     w->ws = (float *)(p + up32(nbp * KQ_BLOCK) + up32(nbp * 32));
     w->wm = (float *)(p + up32(nbp * KQ_BLOCK) + up32(nbp * 32) + up32(nbp * 4));
+    w->mi = (int16_t *)(p + up32(nbp * KQ_BLOCK) + up32(nbp * 32) + 2 * up32(nbp * 4));
 }
 
-void kq_quantize_row(const float *x, uint32_t K, const struct kq_act *a)
+uint32_t kq_span(enum rs_ggml_type t)
 {
-    uint32_t nb = K / KQ_BLOCK, nbp = kq_padded_blocks(K);
-    for (uint32_t b = 0; b < nb; b++) {
-        const float *xb = x + (size_t)b * KQ_BLOCK;
+    return t == RS_GGML_Q4_K || t == RS_GGML_Q5_K || t == RS_GGML_Q6_K ? 256 : KQ_BLOCK;
+}
+
+void kq_quantize_row(const float *x, uint32_t K, uint32_t span, const struct kq_act *a)
+{
+    uint32_t nb = K / KQ_BLOCK, nbp = kq_padded_blocks(K), per = span / KQ_BLOCK;
+    for (uint32_t s0 = 0; s0 < K; s0 += span) {
+        const float *xs = x + s0;
         float amax = 0.0f;
-        for (int i = 0; i < KQ_BLOCK; i++)
-            amax = fmaxf(amax, fabsf(xb[i]));
+        for (uint32_t i = 0; i < span; i++)
+            amax = fmaxf(amax, fabsf(xs[i]));
         int finite = amax <= 3.4028235e38f; /* false for inf and NaN */
         float id = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
-        int32_t s = 0;
-        for (int i = 0; i < KQ_BLOCK; i++) {
-            /* |x * id| <= 127 up to one rounding, which rounds back to 127; adding and
-             * removing 1.5 * 2^23 rounds it half-even (below 2^22 in magnitude), as
-             * nearbyintf does, without a libm call per value */
-            float r = (xb[i] * id + 12582912.0f) - 12582912.0f;
-            int v = finite ? (int)r : 0;
-            a->q[b * KQ_BLOCK + i] = (int8_t)v;
-            s += v;
+        for (uint32_t b = s0 / KQ_BLOCK; b < s0 / KQ_BLOCK + per; b++) {
+            int32_t sum = 0;
+            for (int i = 0; i < KQ_BLOCK; i++) {
+                /* |x * id| <= 127 up to one rounding, which rounds back to 127; adding and
+                 * removing 1.5 * 2^23 rounds it half-even (below 2^22 in magnitude), as
+                 * nearbyintf does, without a libm call per value */
+                float r = (x[b * KQ_BLOCK + i] * id + 12582912.0f) - 12582912.0f;
+                int v = finite ? (int)r : 0;
+                a->q[b * KQ_BLOCK + i] = (int8_t)v;
+                sum += v;
+            }
+            a->d[b] = finite ? amax / 127.0f : amax; /* inf or NaN carries into the dot */
+            a->s[b] = sum;
         }
-        a->d[b] = finite ? amax / 127.0f : amax; /* inf or NaN carries into the dot */
-        a->s[b] = s;
     }
     memset(a->q + (size_t)nb * KQ_BLOCK, 0, (size_t)(nbp - nb) * KQ_BLOCK);
     for (uint32_t b = nb; b < nbp; b++)
@@ -101,7 +109,7 @@ static void unpack_q8_0(const uint8_t *src, uint32_t K, const struct kq_wrow *w)
         const uint8_t *blk = src + (size_t)b * RS_QUANT_Q8_0_BYTES;
         memcpy(w->q + 32 * b, blk + 2, 32);
         put_sc(w, b, 1, 1);
-        w->ws[b] = half(blk), w->wm[b] = 0.0f;
+        w->ws[b] = half(blk), w->wm[b] = 0.0f, w->mi[b] = 0;
     }
 }
 
@@ -114,7 +122,7 @@ static void unpack_q4_0(const uint8_t *src, uint32_t K, const struct kq_wrow *w)
             w->q[32 * b + 16 + i] = (int8_t)((blk[2 + i] >> 4) - 8);
         }
         put_sc(w, b, 1, 1);
-        w->ws[b] = half(blk), w->wm[b] = 0.0f;
+        w->ws[b] = half(blk), w->wm[b] = 0.0f, w->mi[b] = 0;
     }
 }
 
@@ -137,7 +145,7 @@ static void unpack_kq(const uint8_t *src, uint32_t K, const struct kq_wrow *w, i
                 w->q[32 * b + k] = (int8_t)v;
             }
             put_sc(w, b, sc, sc);
-            w->ws[b] = d, w->wm[b] = dmin * (float)m; /* exact: 11 + 6 bits */
+            w->ws[b] = d, w->wm[b] = dmin, w->mi[b] = m;
         }
     }
 }
@@ -172,7 +180,7 @@ static void unpack_q6_k(const uint8_t *src, uint32_t K, const struct kq_wrow *w)
             for (int r = 0; r < 4; r++) {
                 uint32_t b = 8 * s + 4 * (uint32_t)h + (uint32_t)r;
                 put_sc(w, b, sc[8 * h + 2 * r], sc[8 * h + 2 * r + 1]);
-                w->ws[b] = d, w->wm[b] = 0.0f;
+                w->ws[b] = d, w->wm[b] = 0.0f, w->mi[b] = 0;
             }
         }
     }
@@ -204,27 +212,49 @@ void kq_unpack_row(enum rs_ggml_type t, const uint8_t *src, uint32_t K, const st
     memset(w->q + (size_t)nb * KQ_BLOCK, 0, (size_t)(nbp - nb) * KQ_BLOCK);
     for (uint32_t b = nb; b < nbp; b++) {
         put_sc(w, b, 0, 0);
-        w->ws[b] = 0.0f, w->wm[b] = 0.0f;
+        w->ws[b] = 0.0f, w->wm[b] = 0.0f, w->mi[b] = 0;
     }
 }
 
-static float dot_one(const struct kq_wrow *w, const struct kq_act *x, uint32_t K)
+static int32_t block_isum(const struct kq_wrow *w, const struct kq_act *x, uint32_t b)
+{
+    int32_t isum = 0;
+    for (int i = 0; i < KQ_BLOCK; i++)
+        isum += w->sc[16 * b + i / 2] * w->q[32 * b + i] * x->q[32 * b + i];
+    return isum;
+}
+
+/* Q8_0, Q4_0: a float term per block into 8 lanes, then the fixed tree. */
+static float dot_blocks(const struct kq_wrow *w, const struct kq_act *x, uint32_t K)
 {
     uint32_t nbp = kq_padded_blocks(K);
     float acc[8] = {0};
     for (uint32_t b = 0; b < nbp; b++) {
-        int32_t isum = 0;
-        for (int i = 0; i < KQ_BLOCK; i++)
-            isum += w->sc[16 * b + i / 2] * w->q[32 * b + i] * x->q[32 * b + i];
-        float t = ((w->ws[b] * x->d[b]) * (float)isum) - ((w->wm[b] * x->d[b]) * (float)x->s[b]);
+        float t = (w->ws[b] * x->d[b]) * (float)block_isum(w, x, b);
         acc[b % 8] = acc[b % 8] + t;
     }
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-void kq_dot_portable(const struct kq_wrow *w, const struct kq_act *const *x, int n, uint32_t K,
-                     float *out)
+/* K-quants: integer sums over each super-block, one float term per super-block. */
+static float dot_super(const struct kq_wrow *w, const struct kq_act *x, uint32_t K)
+{
+    float acc = 0.0f;
+    for (uint32_t b0 = 0; b0 < K / KQ_BLOCK; b0 += 8) {
+        int32_t isum = 0, msum = 0;
+        for (uint32_t b = b0; b < b0 + 8; b++) {
+            isum += block_isum(w, x, b);
+            msum += w->mi[b] * x->s[b];
+        }
+        float dx = x->d[b0];
+        acc = acc + (((w->ws[b0] * dx) * (float)isum) - ((w->wm[b0] * dx) * (float)msum));
+    }
+    return acc;
+}
+
+void kq_dot_portable(enum rs_ggml_type t, const struct kq_wrow *w, const struct kq_act *const *x,
+                     int n, uint32_t K, float *out)
 {
     for (int m = 0; m < n; m++)
-        out[m] = dot_one(w, x[m], K);
+        out[m] = kq_span(t) == KQ_BLOCK ? dot_blocks(w, x[m], K) : dot_super(w, x[m], K);
 }

@@ -45,7 +45,7 @@ static void chunk(kq_raw_fn raw, const struct kern_mat *w, const struct kq_wrow 
             if (raw != NULL)
                 raw(row, act + r, cnt, w->cols, out);
             else
-                kq_dot_portable(wr, act + r, cnt, w->cols, out);
+                kq_dot_portable(w->type, wr, act + r, cnt, w->cols, out);
             for (int i = 0; i < cnt; i++) {
                 float *ym = y + (size_t)(r + (uint32_t)i) * ldy + n;
                 *ym = accumulate ? *ym + out[i] : out[i];
@@ -70,7 +70,7 @@ void kern_qgemm(enum kern_isa isa, const struct kern_mat *w, const float *x, siz
         uint32_t mr = n_rows - m0 < KQ_ROWS ? n_rows - m0 : KQ_ROWS;
         for (uint32_t r = 0; r < mr; r++) {
             kq_act_at(actmem + r * kq_act_bytes(K), K, &acts[r]);
-            kq_quantize_row(x + (size_t)(m0 + r) * ldx, K, &acts[r]);
+            kq_quantize_row(x + (size_t)(m0 + r) * ldx, K, kq_span(w->type), &acts[r]);
             ap[r] = &acts[r];
         }
         chunk(raw, w, &wr, ap, mr, y + (size_t)m0 * ldy, ldy, n0, n1, accumulate);

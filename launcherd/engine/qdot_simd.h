@@ -24,7 +24,9 @@
 /* One group of 8 weight blocks as qdot.h's kq_wrow holds them. */
 struct qd_group {
     __m256i q[8], sc[8];
-    __m256 ws, wm;
+    __m256 ws;        /* Q8_0, Q4_0: each block's scale */
+    float d, dmin;    /* K-quants: the super-block's scale and offset scale */
+    int mi[8];        /* K-quants: each block's integer offset (Q4_K/Q5_K's m; 0 for Q6_K) */
 };
 
 /* Lane j of the result is the total of v[j]'s eight lanes (integer: any order is exact). */
@@ -70,7 +72,6 @@ QD_INL void qd_load_q8_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_
         o->sc[j] = _mm256_set1_epi16(j < n);
     }
     o->ws = qd_halves(p, RS_QUANT_Q8_0_BYTES, 0, n);
-    o->wm = _mm256_setzero_ps();
 }
 
 QD_INL void qd_load_q4_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_group *o)
@@ -90,7 +91,6 @@ QD_INL void qd_load_q4_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_
         o->sc[j] = _mm256_set1_epi16(j < n);
     }
     o->ws = qd_halves(p, RS_QUANT_Q4_0_BYTES, 0, n);
-    o->wm = _mm256_setzero_ps();
 }
 
 /* Q4_K / Q5_K super-block g: chunk c's low nibbles are block 2c, its high ones 2c + 1. */
@@ -100,10 +100,9 @@ QD_INL void qd_load_kq(const uint8_t *row, uint32_t g, struct qd_group *o, int f
     const uint8_t *blk = row + (size_t)g * bytes, *ql = blk + (five_bit ? 48 : 16);
     const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
     const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
-    float mins[8];
     uint16_t h[2];
     memcpy(h, blk, 4);
-    float d = _cvtsh_ss(h[0]), dmin = _cvtsh_ss(h[1]);
+    o->d = _cvtsh_ss(h[0]), o->dmin = _cvtsh_ss(h[1]);
     for (int c = 0; c < 4; c++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(ql + 32 * c));
         __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -119,10 +118,8 @@ QD_INL void qd_load_kq(const uint8_t *row, uint32_t g, struct qd_group *o, int f
         uint8_t sc, m;
         rs_quant_k_scale_min(blk + 4, j, &sc, &m);
         o->sc[j] = _mm256_set1_epi16(sc);
-        mins[j] = dmin * (float)m;
+        o->mi[j] = m;
     }
-    o->ws = _mm256_set1_ps(d);
-    o->wm = _mm256_loadu_ps(mins);
 }
 
 /* Q6_K super-block g: run r of half h is block 4h + r. */
@@ -150,11 +147,12 @@ QD_INL void qd_load_q6_k(const uint8_t *row, uint32_t g, struct qd_group *o)
             o->sc[4 * h + r] = qd_sc2(sc[8 * h + 2 * r], sc[8 * h + 2 * r + 1]);
         }
     }
-    o->ws = _mm256_set1_ps(_cvtsh_ss(dh));
-    o->wm = _mm256_setzero_ps();
+    o->d = _cvtsh_ss(dh), o->dmin = 0.0f;
+    for (int j = 0; j < 8; j++)
+        o->mi[j] = 0;
 }
 
-/* One group against n activation rows, into acc[0..n). */
+/* Q8_0, Q4_0: one group (8 blocks) against n activation rows, a term per block into acc. */
 QD_INL void qd_group_dot(const struct qd_group *w, const struct kq_act *const *x, int n,
                          uint32_t g, __m256 *acc)
 {
@@ -169,15 +167,36 @@ QD_INL void qd_group_dot(const struct qd_group *w, const struct kq_act *const *x
         }
         __m256 fi = _mm256_cvtepi32_ps(qd_hsum8(v));
         __m256 dx = _mm256_loadu_ps(x[m]->d + 8 * g);
-        __m256 fs = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(x[m]->s + 8 * g)));
-        __m256 t = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(w->ws, dx), fi),
-                                 _mm256_mul_ps(_mm256_mul_ps(w->wm, dx), fs));
-        acc[m] = _mm256_add_ps(acc[m], t);
+        acc[m] = _mm256_add_ps(acc[m], _mm256_mul_ps(_mm256_mul_ps(w->ws, dx), fi));
+    }
+}
+
+/* K-quants: super-block g against n activation rows, one integer sum each, one float term. */
+QD_INL void qd_super_dot(const struct qd_group *w, const struct kq_act *const *x, int n,
+                         uint32_t g, float *acc)
+{
+    __m256i wabs[8];
+    for (int j = 0; j < 8; j++)
+        wabs[j] = _mm256_sign_epi8(w->q[j], w->q[j]);
+    for (int m = 0; m < n; m++) {
+        __m256i v = _mm256_setzero_si256();
+        int32_t msum = 0;
+        for (int j = 0; j < 8; j++) {
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(x[m]->q + 32 * (8 * g + j)));
+            v = _mm256_add_epi32(v, QD_BLOCK_SUM(wabs[j], _mm256_sign_epi8(xq, w->q[j]), w->sc[j]));
+            msum += w->mi[j] * x[m]->s[8 * g + j];
+        }
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+        float dx = x[m]->d[8 * g];
+        acc[m] = acc[m] + (((w->d * dx) * (float)_mm_cvtsi128_si32(h)) -
+                           ((w->dmin * dx) * (float)msum));
     }
 }
 
 /* One dot function per type, its loader inlined. */
-#define QD_DOT(TYPE, LOAD)                                                                       \
+#define QD_DOT_BLOCKS(TYPE, LOAD)                                                                \
     QD_TGT static void QD_PREFIX(TYPE)(const uint8_t *row, const struct kq_act *const *x, int n, \
                                        uint32_t K, float *out)                                  \
     {                                                                                            \
@@ -187,18 +206,30 @@ QD_INL void qd_group_dot(const struct qd_group *w, const struct kq_act *const *x
             acc[m] = _mm256_setzero_ps();                                                        \
         for (uint32_t g = 0; g < ng; g++) {                                                      \
             struct qd_group w;                                                                   \
-            LOAD;                                                                                \
+            LOAD(row, g, nb, &w);                                                                \
             qd_group_dot(&w, x, n, g, acc);                                                      \
         }                                                                                        \
-        (void)nb;                                                                                \
         for (int m = 0; m < n; m++)                                                              \
             out[m] = qd_tree(acc[m]);                                                            \
     }
-QD_DOT(q8_0, qd_load_q8_0(row, g, nb, &w))
-QD_DOT(q4_0, qd_load_q4_0(row, g, nb, &w))
-QD_DOT(q4_k, qd_load_kq(row, g, &w, 0))
-QD_DOT(q5_k, qd_load_kq(row, g, &w, 1))
-QD_DOT(q6_k, qd_load_q6_k(row, g, &w))
+#define QD_DOT_SUPER(TYPE, LOAD)                                                                 \
+    QD_TGT static void QD_PREFIX(TYPE)(const uint8_t *row, const struct kq_act *const *x, int n, \
+                                       uint32_t K, float *out)                                  \
+    {                                                                                            \
+        float acc[KQ_DOT_ROWS] = {0};                                                            \
+        for (uint32_t g = 0; g < K / 256; g++) {                                                 \
+            struct qd_group w;                                                                   \
+            LOAD;                                                                                \
+            qd_super_dot(&w, x, n, g, acc);                                                      \
+        }                                                                                        \
+        for (int m = 0; m < n; m++)                                                              \
+            out[m] = acc[m];                                                                     \
+    }
+QD_DOT_BLOCKS(q8_0, qd_load_q8_0)
+QD_DOT_BLOCKS(q4_0, qd_load_q4_0)
+QD_DOT_SUPER(q4_k, qd_load_kq(row, g, &w, 0))
+QD_DOT_SUPER(q5_k, qd_load_kq(row, g, &w, 1))
+QD_DOT_SUPER(q6_k, qd_load_q6_k(row, g, &w))
 
 const struct kq_raw_dot QD_PREFIX(table)[] = {
     {RS_GGML_Q8_0, QD_PREFIX(q8_0)}, {RS_GGML_Q4_0, QD_PREFIX(q4_0)},

@@ -513,8 +513,8 @@ static int test_qdot_rows_invariant(void)
 
 /*
  * Against the exact dot of the dequantized weights: quantizing x moves each
- * value by at most half its block's step d = amax / 127, so the dot moves by
- * at most sum_b d_b / 2 * sum_{i in b} |w_i|; float rounding adds a few ulps
+ * value by at most half its span's step d = amax / 127 (span: 32 values, 256
+ * for the K-quants), so the dot moves by at most sum_s d_s / 2 * sum_{i in s} |w_i|; float rounding adds a few ulps
  * of sum |w x| on top (2^-20 of it allowed).
  */
 static int test_qdot_within_activation_rounding(void)
@@ -528,13 +528,14 @@ static int test_qdot_within_activation_rounding(void)
             for (uint32_t n = 0; n < N; n++) {
                 const float *xr = x + (size_t)m * K, *wr = deq + (size_t)n * K;
                 double exact = 0, bound = 0, mag = 0;
-                for (uint32_t b = 0; b < K / 32; b++) {
+                uint32_t span = (uint32_t)rs_ggml_block_size(qtypes[ti]);
+                for (uint32_t b = 0; b < K / span; b++) {
                     double amax = 0, wsum = 0;
-                    for (int i = 0; i < 32; i++) {
-                        amax = fmax(amax, fabs(xr[32 * b + i]));
-                        wsum += fabs(wr[32 * b + i]);
-                        exact += (double)wr[32 * b + i] * xr[32 * b + i];
-                        mag += fabs((double)wr[32 * b + i] * xr[32 * b + i]);
+                    for (uint32_t i = b * span; i < (b + 1) * span; i++) {
+                        amax = fmax(amax, fabs(xr[i]));
+                        wsum += fabs(wr[i]);
+                        exact += (double)wr[i] * xr[i];
+                        mag += fabs((double)wr[i] * xr[i]);
                     }
                     bound += amax / 127 / 2 * wsum;
                 }
