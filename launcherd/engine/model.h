@@ -80,8 +80,8 @@ struct rs_model_opts {
     int deterministic;          /* batch-invariant kernels on every backend: a row's logits do
                                    not depend on its companions (the CPU's always are; CUDA:
                                    no cuBLAS, also RS_CUDA_DETERMINISTIC=1) */
-    int exact_dot;              /* CPU: 1 multiplies quantized weights widened to F32 by F32
-                                   activations; 0 (default) quantizes each activation row to
+    int exact_dot;              /* CPU: 1 (default) multiplies quantized weights widened to
+                                   F32 by F32 activations; 0 quantizes each activation row to
                                    8-bit blocks and uses integer dot products, as llama.cpp
                                    does (launcherd/README.md, "Integer dot products") */
 };
