@@ -633,46 +633,91 @@ void rs_quant_row_q6_k_dequantize(const void *src, float *dst, size_t n)
     }
 }
 
+/* F32 rows are stored as they are computed: a copy each way. */
+static void f32_to_f32(const void *src, float *dst, size_t n)
+{
+    memcpy(dst, src, n * sizeof(float));
+}
+
+static void f32_from_f32(const float *src, void *dst, size_t n)
+{
+    memcpy(dst, src, n * sizeof(float));
+}
+
+static void f16_to_f32(const void *src, float *dst, size_t n)
+{
+    rs_quant_row_f16_to_f32(src, dst, n);
+}
+
+static void f16_from_f32(const float *src, void *dst, size_t n)
+{
+    rs_quant_row_f32_to_f16(src, dst, n);
+}
+
+static void bf16_to_f32(const void *src, float *dst, size_t n)
+{
+    rs_quant_row_bf16_to_f32(src, dst, n);
+}
+
+static void bf16_from_f32(const float *src, void *dst, size_t n)
+{
+    rs_quant_row_f32_to_bf16(src, dst, n);
+}
+
+/* The one list of weight types this project computes with; indexed by nothing, searched
+ * (eight entries) so that a type's entry is one line wherever it sits. */
+static const struct rs_quant_traits traits[] = {
+    {RS_GGML_F32, "F32", 1, 4, f32_to_f32, f32_from_f32},
+    {RS_GGML_F16, "F16", 1, 2, f16_to_f32, f16_from_f32},
+    {RS_GGML_BF16, "BF16", 1, 2, bf16_to_f32, bf16_from_f32},
+    {RS_GGML_Q8_0, "Q8_0", RS_QUANT_Q8_0_BLOCK, RS_QUANT_Q8_0_BYTES,
+     rs_quant_row_q8_0_dequantize, rs_quant_row_q8_0_quantize},
+    {RS_GGML_Q4_0, "Q4_0", RS_QUANT_Q4_0_BLOCK, RS_QUANT_Q4_0_BYTES,
+     rs_quant_row_q4_0_dequantize, rs_quant_row_q4_0_quantize},
+    {RS_GGML_Q4_K, "Q4_K", RS_QUANT_Q4_K_BLOCK, RS_QUANT_Q4_K_BYTES,
+     rs_quant_row_q4_k_dequantize, rs_quant_row_q4_k_quantize},
+    {RS_GGML_Q5_K, "Q5_K", RS_QUANT_Q5_K_BLOCK, RS_QUANT_Q5_K_BYTES,
+     rs_quant_row_q5_k_dequantize, rs_quant_row_q5_k_quantize},
+    {RS_GGML_Q6_K, "Q6_K", RS_QUANT_Q6_K_BLOCK, RS_QUANT_Q6_K_BYTES,
+     rs_quant_row_q6_k_dequantize, rs_quant_row_q6_k_quantize},
+};
+
+const struct rs_quant_traits *rs_quant_traits_of(enum rs_ggml_type t)
+{
+    for (size_t i = 0; i < sizeof(traits) / sizeof(traits[0]); i++)
+        if (traits[i].type == t)
+            return &traits[i];
+    return NULL;
+}
+
+const struct rs_quant_traits *rs_quant_traits_at(size_t i)
+{
+    return i < sizeof(traits) / sizeof(traits[0]) ? &traits[i] : NULL;
+}
+
 int rs_quant_supported(enum rs_ggml_type t)
 {
-    return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0 ||
-           t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q5_K || t == RS_GGML_Q6_K;
+    return rs_quant_traits_of(t) != NULL;
 }
 
 rs_err rs_quant_row_to_f32(enum rs_ggml_type type, const void *src, float *dst, uint64_t n)
 {
-    if (!rs_quant_supported(type))
+    const struct rs_quant_traits *tr = rs_quant_traits_of(type);
+    if (tr == NULL)
         return RS_EUNSUPPORTED;
-    if (n % rs_ggml_block_size(type) != 0)
+    if (n % tr->block != 0)
         return RS_EINVAL;
-    switch (type) {
-    case RS_GGML_F32: memcpy(dst, src, n * sizeof(float)); break;
-    case RS_GGML_F16: rs_quant_row_f16_to_f32(src, dst, n); break;
-    case RS_GGML_BF16: rs_quant_row_bf16_to_f32(src, dst, n); break;
-    case RS_GGML_Q4_0: rs_quant_row_q4_0_dequantize(src, dst, n); break;
-    case RS_GGML_Q4_K: rs_quant_row_q4_k_dequantize(src, dst, n); break;
-    case RS_GGML_Q5_K: rs_quant_row_q5_k_dequantize(src, dst, n); break;
-    case RS_GGML_Q6_K: rs_quant_row_q6_k_dequantize(src, dst, n); break;
-    default: rs_quant_row_q8_0_dequantize(src, dst, n); break;
-    }
+    tr->to_f32(src, dst, n);
     return RS_OK;
 }
 
 rs_err rs_quant_row_from_f32(enum rs_ggml_type type, const float *src, void *dst, uint64_t n)
 {
-    if (!rs_quant_supported(type))
+    const struct rs_quant_traits *tr = rs_quant_traits_of(type);
+    if (tr == NULL)
         return RS_EUNSUPPORTED;
-    if (n % rs_ggml_block_size(type) != 0)
+    if (n % tr->block != 0)
         return RS_EINVAL;
-    switch (type) {
-    case RS_GGML_F32: memcpy(dst, src, n * sizeof(float)); break;
-    case RS_GGML_F16: rs_quant_row_f32_to_f16(src, dst, n); break;
-    case RS_GGML_BF16: rs_quant_row_f32_to_bf16(src, dst, n); break;
-    case RS_GGML_Q4_0: rs_quant_row_q4_0_quantize(src, dst, n); break;
-    case RS_GGML_Q4_K: rs_quant_row_q4_k_quantize(src, dst, n); break;
-    case RS_GGML_Q5_K: rs_quant_row_q5_k_quantize(src, dst, n); break;
-    case RS_GGML_Q6_K: rs_quant_row_q6_k_quantize(src, dst, n); break;
-    default: rs_quant_row_q8_0_quantize(src, dst, n); break;
-    }
+    tr->from_f32(src, dst, n);
     return RS_OK;
 }

@@ -169,8 +169,31 @@ void rs_quant_row_q6_k_quantize(const float *src, void *dst, size_t n);
 /* Dequantizes n / 256 Q6_K blocks into n floats: (d * sc) * q, exact. */
 void rs_quant_row_q6_k_dequantize(const void *src, float *dst, size_t n);
 
-/* 1 when rs_quant_row_to_f32 / _from_f32 handle type t (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
- * Q5_K, Q6_K). */
+/*
+ * One weight type as this project computes with it (as ggml's type_traits):
+ * its block geometry and its row converters. The table in quant.c is the one
+ * list of supported types; the engine's kernel table (launcherd/engine/
+ * kernels.c) adds each type's kernel entry points beside it. block and bytes
+ * equal common/gguf.h's rs_ggml_block_size / rs_ggml_type_size (the file
+ * format's table, which also names types nothing here computes; a test pins
+ * the two together).
+ */
+struct rs_quant_traits {
+    enum rs_ggml_type type;
+    const char *name;
+    uint32_t block; /* values per block (1 for F32, F16, BF16) */
+    uint32_t bytes; /* bytes per block */
+    void (*to_f32)(const void *src, float *dst, size_t n);   /* n a multiple of block */
+    void (*from_f32)(const float *src, void *dst, size_t n); /* n a multiple of block */
+};
+
+/* The traits of type t, or NULL when nothing here computes with it. Any thread. */
+const struct rs_quant_traits *rs_quant_traits_of(enum rs_ggml_type t);
+
+/* Entry i of the table (0, 1, ... until NULL), for tests and tools that list the types. */
+const struct rs_quant_traits *rs_quant_traits_at(size_t i);
+
+/* 1 when rs_quant_traits_of(t) is not NULL (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K). */
 int rs_quant_supported(enum rs_ggml_type t);
 
 /*

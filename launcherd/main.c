@@ -27,7 +27,7 @@ struct launcherd {
 };
 
 static struct launcherd the_daemon = {
-    .o = {.isa = RS_MODEL_ISA_AUTO, .backend = "auto"},
+    .o = {.isa = RS_MODEL_ISA_AUTO, .backend = "auto", .exact_dot = 1},
 }; /* static: a fenced exit leaves it as it is (stage.h) */
 
 static int parse_backend(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
@@ -48,7 +48,7 @@ const struct rs_opt launcher_opt_table[] = {
     {.name = "threads", .kind = RS_OPT_INT, .off = LO(n_threads), .min = 0, .max = 1024,
      .arg = "N", .help = "model threads (default 0: every CPU it may use)"},
     {.name = "isa", .kind = RS_OPT_CHOICE, .off = LO(isa), .choices = rs_model_isa_names,
-     .choice_vals = rs_model_isa_values, .arg = "auto|avx2|portable",
+     .choice_vals = rs_model_isa_values, .arg = "auto|avx512|avx2|portable",
      .help = "CPU kernels (default auto: the best the CPU has)"},
     {.name = "spin-us", .kind = RS_OPT_U32, .off = LO(spin_us), .min = 0, .max = 1000000,
      .arg = "N",
@@ -63,6 +63,12 @@ const struct rs_opt launcher_opt_table[] = {
     {.name = "deterministic", .kind = RS_OPT_FLAG, .off = LO(deterministic), .val = 1,
      .help = "batch-invariant kernels on the GPU too (a request's\n"
              "tokens do not depend on its companions; no cuBLAS)"},
+    {.name = "exact-dot", .kind = RS_OPT_FLAG, .off = LO(exact_dot), .val = 1,
+     .help = "CPU: quantized weights widened to F32 times F32\n"
+             "activations (the default)"},
+    {.name = "int8-dot", .kind = RS_OPT_FLAG, .off = LO(exact_dot), .val = 0,
+     .help = "CPU: activations quantized to 8 bits per block and\n"
+             "integer dot products for Q8_0/Q4_0/Q4_K/Q5_K/Q6_K"},
     {0},
 };
 

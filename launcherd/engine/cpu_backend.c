@@ -15,9 +15,11 @@
 
 #include "common/log.h"
 
-static struct kern_mat mat_of(const struct llama_mat *m)
+/* qdot: the integer dot products where the type has them (not --exact-dot). */
+static struct kern_mat mat_of(const struct llama_mat *m, int qdot)
 {
-    struct kern_mat k = {m->data, m->type, m->rows, m->cols, m->row_bytes};
+    struct kern_mat k = {m->data, m->type, m->rows, m->cols, m->row_bytes,
+                         qdot && kern_qdot_supported(m->type)};
     return k;
 }
 
@@ -67,19 +69,20 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         free(s);
         return RS_ENOMEM;
     }
+    int q = !opts->exact_dot;
     for (uint32_t i = 0; i < s->hp.n_layers; i++) {
         const struct llama_layer *l = &d->layers[i];
         struct cpu_layer *c = &s->layers[i];
-        c->wq = mat_of(&l->wq);
-        c->wk = mat_of(&l->wk);
-        c->wv = mat_of(&l->wv);
-        c->wo = mat_of(&l->wo);
-        c->w_gate = mat_of(&l->w_gate);
-        c->w_up = mat_of(&l->w_up);
-        c->w_down = mat_of(&l->w_down);
+        c->wq = mat_of(&l->wq, q);
+        c->wk = mat_of(&l->wk, q);
+        c->wv = mat_of(&l->wv, q);
+        c->wo = mat_of(&l->wo, q);
+        c->w_gate = mat_of(&l->w_gate, q);
+        c->w_up = mat_of(&l->w_up, q);
+        c->w_down = mat_of(&l->w_down, q);
     }
-    s->tok_embd = mat_of(&d->tok_embd);
-    s->output = mat_of(&d->output);
+    s->tok_embd = mat_of(&d->tok_embd, q);
+    s->output = mat_of(&d->output, q);
     rs_err rc = pool_create(opts->n_threads, opts->barrier_spin_us, opts->idle_spin_us, &s->pool);
     if (rc != RS_OK) {
         free(s->layers);
@@ -87,8 +90,8 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         return rc;
     }
     s->nt = opts->n_threads;
-    snprintf(s->describe, sizeof(s->describe), "cpu %s %d thread%s", kern_isa_name(s->isa), s->nt,
-             s->nt == 1 ? "" : "s");
+    snprintf(s->describe, sizeof(s->describe), "cpu %s%s %d thread%s", kern_isa_name(s->isa),
+             q ? "" : " exact-dot", s->nt, s->nt == 1 ? "" : "s");
     if (s->tp > 1)
         snprintf(s->describe + strlen(s->describe), sizeof(s->describe) - strlen(s->describe),
                  ", tp %d", s->tp);

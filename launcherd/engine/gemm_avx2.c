@@ -21,8 +21,8 @@
 
 #define MR 3 /* activation rows per register tile */
 #define NR 4 /* weight rows per register tile */
-#define Q8_BYTES 34
-#define Q4_BYTES 18
+#define Q8_BYTES RS_QUANT_Q8_0_BYTES
+#define Q4_BYTES RS_QUANT_Q4_0_BYTES
 
 /* --- reductions and prefetch ---------------------------------------------- */
 
@@ -56,6 +56,9 @@ struct pf {
     const char *p, *end;
     int to_l2; /* F32 tiles are large: into L2 only, measured faster than into L1 */
 };
+
+/* Cache lines of one block column of a full tile (NR blocks of `bytes`), rounded up. */
+#define PF_LINES(bytes) ((int)((NR * (bytes) + 63) / 64))
 
 /* Issues prefetches for lines [*p, *p + 64 n) below end; p lives in a register of the caller. */
 INL void pf_lines(const char **p, const char *end, int to_l2, int n)
@@ -204,7 +207,7 @@ INL void tile_q8(int mr, int nr, const uint8_t *const *wr, const float *x, size_
     UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
         _mm256_setzero_ps();
     for (uint32_t b = 0; b < K / 32; b++) {
-        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? 3 : 0); /* 4 x 34 bytes per block */
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? PF_LINES(Q8_BYTES) : 0);
         UNROLL for (int n = 0; n < nr; n++) {
             const uint8_t *blk = wr[n] + (size_t)b * Q8_BYTES;
             __m256 d = q8_scale(blk);
@@ -232,7 +235,7 @@ INL void tile_q4(int mr, int nr, const uint8_t *const *wr, const float *x, size_
     UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
         _mm256_setzero_ps();
     for (uint32_t b = 0; b < K / 32; b++) {
-        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? 2 : 0); /* 4 x 18 bytes per block */
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? PF_LINES(Q4_BYTES) : 0);
         UNROLL for (int n = 0; n < nr; n++) {
             const uint8_t *blk = wr[n] + (size_t)b * Q4_BYTES;
             __m256 d = q8_scale(blk);
@@ -409,9 +412,9 @@ INL void tile_kq(int mr, int nr, int five_bit, const uint8_t *const *wr, const f
     UNROLL for (int m = 0; m < mr; m++) UNROLL for (int n = 0; n < nr; n++) acc[m][n] =
         _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const size_t bytes = five_bit ? 176 : 144;
+    const size_t bytes = five_bit ? RS_QUANT_Q5_K_BYTES : RS_QUANT_Q4_K_BYTES;
     for (uint32_t b = 0; b < K / 256; b++) {
-        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? (five_bit ? 11 : 9) : 0); /* 4 blocks */
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? PF_LINES(bytes) : 0);
         UNROLL for (int n = 0; n < nr; n++) {
             const uint8_t *blk = wr[n] + (size_t)b * bytes;
             uint16_t h[2];
@@ -437,7 +440,7 @@ INL void tile_kq(int mr, int nr, int five_bit, const uint8_t *const *wr, const f
     store_tile(mr, nr, acc, y, ldy, accumulate);
 }
 
-#define Q6K_BYTES 210
+#define Q6K_BYTES RS_QUANT_Q6_K_BYTES
 
 /* 32 signed 6-bit values (bytes of q, -32..31), 8 at a time times d * sc[g / 2] (exact, as
  * st_q6k widens them), each folded into the mr accumulators against x at xk. */
@@ -465,7 +468,7 @@ INL void tile_q6k(int mr, int nr, const uint8_t *const *wr, const float *x, size
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
     const __m256i m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
     for (uint32_t b = 0; b < K / 256; b++) {
-        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? 14 : 0); /* 4 x 210 bytes per block */
+        pf_lines(&pf.p, pf.end, pf.to_l2, nr == NR ? PF_LINES(Q6K_BYTES) : 0);
         UNROLL for (int n = 0; n < nr; n++) {
             const uint8_t *blk = wr[n] + (size_t)b * Q6K_BYTES;
             uint16_t dh;
@@ -496,56 +499,76 @@ INL void tile_q6k(int mr, int nr, const uint8_t *const *wr, const float *x, size
     store_tile(mr, nr, acc, y, ldy, accumulate);
 }
 
-/* Row-at-a-time widening of the block types into panels (each also has a register path for
- * up to MR rows). */
-TGT static void widen_blocks(enum rs_ggml_type type, const uint8_t *src, uint32_t K, float *dst)
+/* Row widening of each type into a panel (K values; F16/BF16 zero-pad to a multiple of 8). */
+TGT static void row_q4_0(const uint8_t *src, uint32_t K, float *dst)
 {
-    if (type == RS_GGML_Q4_0)
-        for (uint32_t k = 0; k < K; k += 32)
-            widen_q4_0(src + (size_t)k / 32 * 18, dst + k);
-    else if (type == RS_GGML_Q4_K)
-        for (uint32_t k = 0; k < K; k += 256)
-            widen_q4_k(src + (size_t)k / 256 * 144, dst + k);
-    else if (type == RS_GGML_Q5_K)
-        for (uint32_t k = 0; k < K; k += 256)
-            widen_q5_k(src + (size_t)k / 256 * 176, dst + k);
-    else
-        for (uint32_t k = 0; k < K; k += 256)
-            widen_q6_k(src + (size_t)k / 256 * 210, dst + k);
+    for (uint32_t k = 0; k < K; k += RS_QUANT_Q4_0_BLOCK)
+        widen_q4_0(src + (size_t)k / RS_QUANT_Q4_0_BLOCK * RS_QUANT_Q4_0_BYTES, dst + k);
 }
 
-static int is_block_type(enum rs_ggml_type t)
+TGT static void row_q4_k(const uint8_t *src, uint32_t K, float *dst)
 {
-    return t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q5_K || t == RS_GGML_Q6_K;
+    for (uint32_t k = 0; k < K; k += RS_QUANT_Q4_K_BLOCK)
+        widen_q4_k(src + (size_t)k / RS_QUANT_Q4_K_BLOCK * RS_QUANT_Q4_K_BYTES, dst + k);
 }
+
+TGT static void row_q5_k(const uint8_t *src, uint32_t K, float *dst)
+{
+    for (uint32_t k = 0; k < K; k += RS_QUANT_Q5_K_BLOCK)
+        widen_q5_k(src + (size_t)k / RS_QUANT_Q5_K_BLOCK * RS_QUANT_Q5_K_BYTES, dst + k);
+}
+
+TGT static void row_q6_k(const uint8_t *src, uint32_t K, float *dst)
+{
+    for (uint32_t k = 0; k < K; k += RS_QUANT_Q6_K_BLOCK)
+        widen_q6_k(src + (size_t)k / RS_QUANT_Q6_K_BLOCK * RS_QUANT_Q6_K_BYTES, dst + k);
+}
+
+TGT static void row_q8_0(const uint8_t *src, uint32_t K, float *dst)
+{
+    for (uint32_t k = 0; k < K; k += RS_QUANT_Q8_0_BLOCK) {
+        const uint8_t *blk = src + (size_t)(k / RS_QUANT_Q8_0_BLOCK) * Q8_BYTES;
+        __m256 d = q8_scale(blk);
+        for (int j = 0; j < 4; j++)
+            _mm256_storeu_ps(dst + k + 8 * j, load_q8((const int8_t *)blk + 2 + 8 * j, d));
+    }
+}
+
+TGT static void row_h16(const uint8_t *src, uint32_t K, float *dst, int bf16)
+{
+    const uint16_t *h = (const uint16_t *)src;
+    uint32_t k = 0;
+    for (; k + 8 <= K; k += 8)
+        _mm256_storeu_ps(dst + k, bf16 ? load_bf16(h + k) : load_f16(h + k));
+    if (k < K)
+        _mm256_storeu_ps(dst + k, load_tail16(h + k, K - k, bf16));
+}
+
+TGT static void row_f16(const uint8_t *src, uint32_t K, float *dst)
+{
+    row_h16(src, K, dst, 0);
+}
+
+TGT static void row_bf16(const uint8_t *src, uint32_t K, float *dst)
+{
+    row_h16(src, K, dst, 1);
+}
+
+/* One widened type's AVX2 entry points: panel widening of a row, register-tile GEMM. */
+struct avx2_type {
+    enum rs_ggml_type type;
+    void (*widen)(const uint8_t *src, uint32_t K, float *dst);
+    void (*direct)(int mr, int nr, const void *const *wr, const float *x, size_t ldx, uint32_t K,
+                   float *yn, size_t ldy, int accumulate, struct pf f);
+};
 
 /* Widens rows n .. n+nr-1 of w into panel rows of kpad floats (zero-padded). */
-TGT static void widen_rows(const struct kern_mat *w, uint32_t n, int nr, uint32_t kpad,
-                           float *panel)
+static void widen_rows(const struct avx2_type *t, const struct kern_mat *w, uint32_t n, int nr,
+                       uint32_t kpad, float *panel)
 {
-    uint32_t K = w->cols;
-    for (int r = 0; r < nr; r++) {
-        const uint8_t *src = (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
-        float *dst = panel + (size_t)r * kpad;
-        uint32_t k = 0;
-        if (is_block_type(w->type)) {
-            widen_blocks(w->type, src, K, dst);
-        } else if (w->type == RS_GGML_Q8_0) {
-            for (; k < K; k += 32) {
-                const uint8_t *blk = src + (size_t)(k / 32) * Q8_BYTES;
-                __m256 d = q8_scale(blk);
-                for (int j = 0; j < 4; j++)
-                    _mm256_storeu_ps(dst + k + 8 * j, load_q8((const int8_t *)blk + 2 + 8 * j, d));
-            }
-        } else {
-            int bf16 = w->type == RS_GGML_BF16;
-            const uint16_t *h = (const uint16_t *)src;
-            for (; k + 8 <= K; k += 8)
-                _mm256_storeu_ps(dst + k, bf16 ? load_bf16(h + k) : load_f16(h + k));
-            if (k < K)
-                _mm256_storeu_ps(dst + k, load_tail16(h + k, K - k, bf16));
-        }
-    }
+    for (int r = 0; r < nr; r++)
+        t->widen((const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes, w->cols,
+                 panel + (size_t)r * kpad);
 }
 
 /* The bytes of the weight tile after rows [n, n + NR) within the slice's end n1. */
@@ -579,7 +602,7 @@ static void gemm_f32(const struct kern_mat *w, const float *x, size_t ldx, uint3
 }
 
 /* Widened panels: from 4 rows on, each widening is reused by every row tile. */
-static void gemm_panel(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+static void gemm_panel(const struct avx2_type *t, const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
                        float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
                        float *panel)
 {
@@ -588,7 +611,7 @@ static void gemm_panel(const struct kern_mat *w, const float *x, size_t ldx, uin
         uint32_t mrows = n_rows - m0 < mb ? n_rows - m0 : mb;
         for (uint32_t n = n0; n < n1;) {
             int nr = n1 - n >= NR ? NR : 1;
-            widen_rows(w, n, nr, kpad, panel);
+            widen_rows(t, w, n, nr, kpad, panel);
             const float *wr[NR];
             for (int r = 0; r < nr; r++)
                 wr[r] = panel + (size_t)r * kpad;
@@ -603,59 +626,79 @@ static void gemm_panel(const struct kern_mat *w, const float *x, size_t ldx, uin
     }
 }
 
-/* Up to MR rows: widen in registers (no panel round trip; decode is bandwidth-bound). */
-#define DIRECT_CASE(MR_, NR_)                                                                    \
-    do {                                                                                         \
-        if (w->type == RS_GGML_Q8_0)                                                             \
-            tile_q8(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);   \
-        else if (w->type == RS_GGML_Q4_0)                                                        \
-            tile_q4(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);   \
-        else if (w->type == RS_GGML_Q4_K) /* a constant five_bit: one inlined copy each */     \
-            tile_kq(MR_, NR_, 0, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f); \
-        else if (w->type == RS_GGML_Q5_K)                                                        \
-            tile_kq(MR_, NR_, 1, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f); \
-        else if (w->type == RS_GGML_Q6_K)                                                        \
-            tile_q6k(MR_, NR_, (const uint8_t *const *)wr, x, ldx, K, yn, ldy, accumulate, f);  \
+/* Up to MR rows: widen in registers (no panel round trip; decode is bandwidth-bound). One
+ * function per type, each with its tile shapes inlined. */
+#define DIRECT_FN(NAME, TILE)                                                                    \
+    TGT static void NAME(int mr, int nr, const void *const *wr, const float *x, size_t ldx,    \
+                         uint32_t K, float *yn, size_t ldy, int accumulate, struct pf f)       \
+    {                                                                                            \
+        if (nr == NR && mr == 3)                                                                 \
+            TILE(3, NR);                                                                         \
+        else if (nr == NR && mr == 2)                                                            \
+            TILE(2, NR);                                                                         \
+        else if (nr == NR)                                                                       \
+            TILE(1, NR);                                                                         \
+        else if (mr == 3)                                                                        \
+            TILE(3, 1);                                                                          \
+        else if (mr == 2)                                                                        \
+            TILE(2, 1);                                                                          \
         else                                                                                     \
-            tile_h16(MR_, NR_, w->type == RS_GGML_BF16, (const uint16_t *const *)wr, x, ldx, K,  \
-                     yn, ldy, accumulate, f);                                                    \
-    } while (0)
+            TILE(1, 1);                                                                          \
+    }
+#define WR8 (const uint8_t *const *)wr
+#define WR16 (const uint16_t *const *)wr
+#define T_Q8(M, N) tile_q8(M, N, WR8, x, ldx, K, yn, ldy, accumulate, f)
+#define T_Q4(M, N) tile_q4(M, N, WR8, x, ldx, K, yn, ldy, accumulate, f)
+#define T_Q4K(M, N) tile_kq(M, N, 0, WR8, x, ldx, K, yn, ldy, accumulate, f)
+#define T_Q5K(M, N) tile_kq(M, N, 1, WR8, x, ldx, K, yn, ldy, accumulate, f)
+#define T_Q6K(M, N) tile_q6k(M, N, WR8, x, ldx, K, yn, ldy, accumulate, f)
+#define T_F16(M, N) tile_h16(M, N, 0, WR16, x, ldx, K, yn, ldy, accumulate, f)
+#define T_BF16(M, N) tile_h16(M, N, 1, WR16, x, ldx, K, yn, ldy, accumulate, f)
+DIRECT_FN(direct_q8_0, T_Q8)
+DIRECT_FN(direct_q4_0, T_Q4)
+DIRECT_FN(direct_q4_k, T_Q4K)
+DIRECT_FN(direct_q5_k, T_Q5K)
+DIRECT_FN(direct_q6_k, T_Q6K)
+DIRECT_FN(direct_f16, T_F16)
+DIRECT_FN(direct_bf16, T_BF16)
 
-TGT static void gemm_direct(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
-                            float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate)
+/* The AVX2 entry points of every widened type (F32 has its own GEMM). */
+static const struct avx2_type avx2_types[] = {
+    {RS_GGML_F16, row_f16, direct_f16},    {RS_GGML_BF16, row_bf16, direct_bf16},
+    {RS_GGML_Q8_0, row_q8_0, direct_q8_0}, {RS_GGML_Q4_0, row_q4_0, direct_q4_0},
+    {RS_GGML_Q4_K, row_q4_k, direct_q4_k}, {RS_GGML_Q5_K, row_q5_k, direct_q5_k},
+    {RS_GGML_Q6_K, row_q6_k, direct_q6_k},
+};
+
+static const struct avx2_type *avx2_type_of(enum rs_ggml_type t)
 {
-    uint32_t K = w->cols;
+    for (size_t i = 0; i < sizeof(avx2_types) / sizeof(avx2_types[0]); i++)
+        if (avx2_types[i].type == t)
+            return &avx2_types[i];
+    return NULL;
+}
+
+static void gemm_direct(const struct avx2_type *t, const struct kern_mat *w, const float *x,
+                        size_t ldx, uint32_t n_rows, float *y, size_t ldy, uint32_t n0,
+                        uint32_t n1, int accumulate)
+{
     for (uint32_t n = n0; n < n1;) {
         int nr = n1 - n >= NR ? NR : 1;
         const void *wr[NR];
         for (int r = 0; r < nr; r++)
             wr[r] = (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
-        float *yn = y + n;
-        struct pf f = next_tile(w, n, n1);
-        if (nr == NR) {
-            if (n_rows == 3)
-                DIRECT_CASE(3, NR);
-            else if (n_rows == 2)
-                DIRECT_CASE(2, NR);
-            else
-                DIRECT_CASE(1, NR);
-        } else {
-            if (n_rows == 3)
-                DIRECT_CASE(3, 1);
-            else if (n_rows == 2)
-                DIRECT_CASE(2, 1);
-            else
-                DIRECT_CASE(1, 1);
-        }
+        t->direct((int)n_rows, nr, wr, x, ldx, w->cols, y + n, ldy, accumulate,
+                  next_tile(w, n, n1));
         n += (uint32_t)nr;
     }
 }
 
 void kern_widen_row_avx2(const struct kern_mat *w, uint32_t row, float *dst)
 {
-    if (is_block_type(w->type))
-        widen_blocks(w->type, (const uint8_t *)w->data + (size_t)row * w->row_bytes, w->cols, dst);
-    else /* exact conversions: the same bits either way */
+    const struct avx2_type *t = avx2_type_of(w->type);
+    if (t != NULL)
+        t->widen((const uint8_t *)w->data + (size_t)row * w->row_bytes, w->cols, dst);
+    else /* F32: a copy */
         kern_widen_row_portable(w, row, dst);
 }
 
@@ -665,12 +708,13 @@ void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32
 {
     if (n_rows == 0 || n0 >= n1)
         return;
-    if (w->type == RS_GGML_F32)
+    const struct avx2_type *t = avx2_type_of(w->type);
+    if (t == NULL) /* F32; every other type was checked at load against kernels.c's table */
         gemm_f32(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
     else if (n_rows <= MR)
-        gemm_direct(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
+        gemm_direct(t, w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
     else
-        gemm_panel(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
+        gemm_panel(t, w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
 }
 
 #else /* not x86-64: kernels.c never selects these */

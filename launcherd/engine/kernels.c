@@ -11,6 +11,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/quant.h"
+#include "launcherd/engine/qdot.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -24,52 +27,69 @@ int kern_isa_supported(enum kern_isa isa)
     if (isa == KERN_PORTABLE)
         return 1;
 #if defined(__x86_64__)
-    if (isa == KERN_AVX2) {
+    if (isa >= KERN_AVX2) /* AVX512: AVX2's float kernels */ {
         unsigned a, b, c, d;
         if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C))
             return 0;
         /* __builtin_cpu_supports also checks that the OS saves the YMM state. */
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     }
+    if (isa == KERN_AVX512) /* the builtins also check that the OS saves the ZMM state */
+        return kern_isa_supported(KERN_AVX2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512vnni");
 #endif
     return 0;
 }
 
 enum kern_isa kern_isa_detect(void)
 {
+    if (kern_isa_supported(KERN_AVX512))
+        return KERN_AVX512;
     return kern_isa_supported(KERN_AVX2) ? KERN_AVX2 : KERN_PORTABLE;
 }
 
 const char *kern_isa_name(enum kern_isa isa)
 {
-    return isa == KERN_AVX2 ? "avx2" : "portable";
+    static const char *const names[] = {[KERN_PORTABLE] = "portable", [KERN_AVX2] = "avx2",
+                                        [KERN_AVX512] = "avx512"};
+    return (unsigned)isa <= KERN_AVX512 ? names[isa] : "?";
 }
 
 int kern_type_supported(enum rs_ggml_type t)
 {
-    return t == RS_GGML_F32 || t == RS_GGML_F16 || t == RS_GGML_BF16 || t == RS_GGML_Q8_0 ||
-           t == RS_GGML_Q4_0 || t == RS_GGML_Q4_K || t == RS_GGML_Q5_K || t == RS_GGML_Q6_K;
+    /* The GEMM covers every type common/quant's traits table converts. */
+    return rs_quant_supported(t);
 }
 
 void kern_widen_row(enum kern_isa isa, const struct kern_mat *w, uint32_t row, float *dst)
 {
-    if (isa == KERN_AVX2)
+    if (isa >= KERN_AVX2) /* AVX512: AVX2's float kernels */
         kern_widen_row_avx2(w, row, dst);
     else
         kern_widen_row_portable(w, row, dst);
 }
 
+int kern_qdot_supported(enum rs_ggml_type t)
+{
+    return kq_type_supported(t);
+}
+
 size_t kern_gemm_scratch_floats(uint32_t cols)
 {
-    /* A 4-row widened panel, each row padded to a multiple of 8. */
-    return 4 * (((size_t)cols + 7) & ~(size_t)7);
+    /* A 4-row widened panel, each row padded to a multiple of 8; or the integer dot's rows. */
+    size_t panel = 4 * (((size_t)cols + 7) & ~(size_t)7);
+    size_t q = (kern_qgemm_scratch_bytes(cols) + sizeof(float) - 1) / sizeof(float);
+    return panel > q ? panel : q;
 }
 
 void kern_gemm(enum kern_isa isa, const struct kern_mat *w, const float *x, size_t ldx,
                uint32_t n_rows, float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
                float *scratch)
 {
-    if (isa == KERN_AVX2)
+    if (w->qdot)
+        kern_qgemm(isa, w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
+    else if (isa >= KERN_AVX2) /* AVX512: AVX2's float kernels */
         kern_gemm_avx2(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
     else
         kern_gemm_portable(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
@@ -79,7 +99,7 @@ void kern_attention(enum kern_isa isa, const struct kern_kv_layout *kv, const ui
                     uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                     const float *q, float *scores, float *out)
 {
-    if (isa == KERN_AVX2)
+    if (isa >= KERN_AVX2) /* AVX512: AVX2's float kernels */
         kern_attention_avx2(kv, table, kv_head, n_group, a, q, scores, out);
     else
         kern_attention_portable(kv, table, kv_head, n_group, a, q, scores, out);
@@ -127,7 +147,7 @@ void kern_rope_head(float *x, uint32_t rope_dim, int neox, const float *cs)
 
 void kern_softcap(enum kern_isa isa, float *x, uint32_t n, float cap)
 {
-    if (isa == KERN_AVX2)
+    if (isa >= KERN_AVX2) /* AVX512: AVX2's float kernels */
         kern_softcap_avx2(x, n, cap);
     else
         kern_softcap_portable(x, n, cap);
@@ -135,7 +155,7 @@ void kern_softcap(enum kern_isa isa, float *x, uint32_t n, float cap)
 
 void kern_swiglu(enum kern_isa isa, float *g, const float *u, uint32_t n)
 {
-    if (isa == KERN_AVX2)
+    if (isa >= KERN_AVX2) /* AVX512: AVX2's float kernels */
         kern_swiglu_avx2(g, u, n);
     else
         kern_swiglu_portable(g, u, n);
@@ -143,7 +163,7 @@ void kern_swiglu(enum kern_isa isa, float *g, const float *u, uint32_t n)
 
 void kern_geglu(enum kern_isa isa, float *g, const float *u, uint32_t n)
 {
-    if (isa == KERN_AVX2)
+    if (isa >= KERN_AVX2) /* AVX512: AVX2's float kernels */
         kern_geglu_avx2(g, u, n);
     else
         kern_geglu_portable(g, u, n);

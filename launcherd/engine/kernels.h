@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * CPU kernels of the forward pass: matrix times activations over F32, F16,
- * BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights (widened to F32 on the fly), paged
+ * BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights (widened to F32 on the fly,
+ * or, for the quantized types, integer dot products over activations
+ * quantized per 32-value block: qdot.h), paged
  * attention for one query row (causal, optionally a sliding window and a
  * score soft-cap), and the row-local ops (RMSNorm, RoPE in both pairings,
  * SwiGLU, GeGLU, soft-cap).
  * Batch invariance is a property of these kernels: see "Reduction order" below.
- * Leaves out: Q4_1, Q5_*, Q2_K/Q3_K/Q5_K and the IQ types (launcherd/README.md),
- * AVX-512.
+ * Leaves out: Q4_1, Q5_0/Q5_1, Q2_K/Q3_K and the IQ types (launcherd/README.md),
+ * AVX-512 float GEMMs (KERN_AVX512 runs AVX2's; only its integer dot is VNNI).
  */
 #ifndef RS_ENGINE_KERNELS_H
 #define RS_ENGINE_KERNELS_H
@@ -38,6 +40,7 @@
 enum kern_isa {
     KERN_PORTABLE = 0, /* plain C, any x86-64 (or other) CPU */
     KERN_AVX2 = 1,     /* AVX2 + FMA + F16C */
+    KERN_AVX512 = 2,   /* AVX2's float kernels, AVX-512 VNNI integer dots (F/BW/VL/VNNI too) */
 };
 
 /* The best variant this CPU runs. Any thread. */
@@ -46,7 +49,7 @@ enum kern_isa kern_isa_detect(void);
 /* 1 when this CPU can run `isa`. */
 int kern_isa_supported(enum kern_isa isa);
 
-/* "portable" or "avx2". */
+/* "portable", "avx2" or "avx512". */
 const char *kern_isa_name(enum kern_isa isa);
 
 /* A weight matrix: `rows` output features of `cols` inputs each (ggml ne[1] x ne[0]). */
@@ -56,7 +59,12 @@ struct kern_mat {
     uint32_t rows;
     uint32_t cols;    /* a multiple of the type's block: 32 (Q8_0, Q4_0), 256 (K-quants) */
     size_t row_bytes; /* rs_ggml_row_bytes(type, cols) */
+    int qdot;         /* 1: integer dot products over quantized activations (qdot.h; only for
+                         types kern_qdot_supported accepts); 0: widened to F32 (--exact-dot) */
 };
+
+/* 1 when weights of type t have an integer dot product (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K). */
+int kern_qdot_supported(enum rs_ggml_type t);
 
 /* 1 when the GEMM handles weights of type t. */
 int kern_type_supported(enum rs_ggml_type t);
@@ -73,6 +81,7 @@ size_t kern_gemm_scratch_floats(uint32_t cols);
 /*
  * Y = X W^T over a slice of output features:
  *   y[m * ldy + n] (+)= dot(row n of w, x + m * ldx)   for m < n_rows, n0 <= n < n1
+ * (with w->qdot, dot is qdot.h's integer dot of the quantized row instead)
  * accumulate = 0 stores the dot; 1 adds it to the value already in y (the
  * residual connection; the dot is rounded first, then added). x holds
  * n_rows rows of w->cols floats; x and y must not overlap. scratch:

@@ -51,6 +51,7 @@ void rs_model_opts_default(struct rs_model_opts *o)
     o->backend = NULL;
     o->n_threads = 0;
     o->isa = RS_MODEL_ISA_AUTO;
+    o->exact_dot = 1; /* launcherd/README.md, "Integer dot products": slower here so far */
     o->max_batch_tokens = RS_MODEL_DEFAULT_MAX_TOKENS;
     o->barrier_spin_us = 50;
     o->idle_spin_us = 0;
@@ -85,7 +86,7 @@ static rs_err resolve_opts(const struct rs_model_opts *in, struct rs_model_opts 
         bad = "unknown backend";
     else if (o->n_threads < 0 || o->n_threads > 1024)
         bad = "n_threads must be 0..1024";
-    else if (o->isa < RS_MODEL_ISA_AUTO || o->isa > RS_MODEL_ISA_AVX2)
+    else if (o->isa < RS_MODEL_ISA_AUTO || o->isa > RS_MODEL_ISA_AVX512)
         bad = "unknown isa";
     else if (o->max_batch_tokens > (1u << 20))
         bad = "max_batch_tokens must be at most 1048576";
@@ -191,8 +192,9 @@ const char *rs_model_describe(const rs_model *m)
     return m->describe;
 }
 
-const char *const rs_model_isa_names[] = {"auto", "avx2", "portable", NULL};
-const int rs_model_isa_values[] = {RS_MODEL_ISA_AUTO, RS_MODEL_ISA_AVX2, RS_MODEL_ISA_PORTABLE};
+const char *const rs_model_isa_names[] = {"auto", "avx512", "avx2", "portable", NULL};
+const int rs_model_isa_values[] = {RS_MODEL_ISA_AUTO, RS_MODEL_ISA_AVX512, RS_MODEL_ISA_AVX2,
+                                   RS_MODEL_ISA_PORTABLE};
 
 int rs_model_host_dma(const rs_model *m)
 {

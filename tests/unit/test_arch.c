@@ -190,6 +190,102 @@ static int test_refdata_gemma2(void) { return check_refdata("gemma2", 5e-3); }
 static int test_refdata_gemma3(void) { return check_refdata("gemma3", 5e-3); }
 static int test_refdata_phi3(void) { return check_refdata("phi3", 1e-4); }
 
+/* --- quantized llama.cpp files: the integer dot against llama.cpp's own error ------------- */
+
+/* Max |a - b| over n rows of VOCAB; *agree counts rows with the same argmax. */
+static double max_diff(const float *a, const float *b, int n, int *agree)
+{
+    double mx = 0;
+    for (int p = 0; p < n; p++) {
+        for (int v = 0; v < VOCAB; v++)
+            mx = fmax(mx, fabs((double)a[(size_t)p * VOCAB + v] - b[(size_t)p * VOCAB + v]));
+        *agree += argmax(a + (size_t)p * VOCAB, VOCAB) == argmax(b + (size_t)p * VOCAB, VOCAB);
+    }
+    return mx;
+}
+
+/* Our logits for prompt ids (k positions, one step each) into out (k x VOCAB). */
+static int our_logits(const char *path, int isa, int exact, const int32_t *ids, int k, float *out,
+                      char *desc, size_t desc_len)
+{
+    struct rs_model_opts o;
+    char err[512];
+    rs_model_opts_default(&o);
+    o.isa = isa;
+    o.exact_dot = exact;
+    struct run r;
+    memset(&r, 0, sizeof(r));
+    RS_CHECK_MSG(rs_model_load(path, &o, &r.m, err, sizeof(err)) == RS_OK, "%s: %s", path, err);
+    RS_CHECK(rs_kvcache_create(r.m, 64, 8, &r.kv) == RS_OK);
+    for (uint32_t i = 0; i < 32; i++)
+        r.table[i] = (i * 7 + 3) % 32;
+    for (int p = 0; p < k; p++) {
+        const float *l = step(&r, ids + p, 1, (uint32_t)p, r.table);
+        RS_CHECK(l != NULL);
+        memcpy(out + (size_t)p * VOCAB, l, VOCAB * sizeof(float));
+    }
+    snprintf(desc, desc_len, "%s", rs_model_describe(r.m));
+    run_close(&r);
+    return 0;
+}
+
+/*
+ * One llama256 quantized file over its 3 prompts. The bound is llama.cpp's
+ * own error: max |llama.cpp quantized - llama.cpp F32| over the same
+ * prompts, read from the refdata files, not chosen here. Our integer-dot
+ * logits must be at least that close to llama.cpp's quantized logits (it
+ * quantizes activations too, with coarser scales); and the AVX2 and
+ * AVX-512 VNNI integer dots (the rest of the model is the same AVX2 code)
+ * must give the same bits (the portable one: test_kernels, per GEMM).
+ */
+static int check_quantized(const char *name)
+{
+    char rel[128], path[1024], file[128], desc[3][96];
+    snprintf(rel, sizeof(rel), "arch/%s.gguf", name);
+    if (rs_test_refdata(rel, path, sizeof(path)) == NULL)
+        return RS_TEST_SKIP;
+    static const int lens[] = {16, 48, 64};
+    double e_llama = 0, d_int8 = 0, d_exact = 0, f_int8 = 0;
+    int agree_int8 = 0, agree_exact = 0, n_pos = 0, dummy = 0;
+    for (size_t i = 0; i < 3; i++) {
+        int k = lens[i];
+        int32_t ids[64];
+        snprintf(file, sizeof(file), "%s.seq%d.ids", name, k);
+        RS_CHECK(read_ids(file, ids, 64) == k);
+        snprintf(file, sizeof(file), "%s.seq%d.logits.f32", name, k);
+        float *q = read_logits(file, k);
+        snprintf(file, sizeof(file), "llama256-f32.seq%d.logits.f32", k);
+        float *f = read_logits(file, k);
+        float *o8 = malloc((size_t)k * VOCAB * 4), *ox = malloc((size_t)k * VOCAB * 4);
+        float *alt = malloc((size_t)k * VOCAB * 4);
+        RS_CHECK(q != NULL && f != NULL && o8 != NULL && ox != NULL && alt != NULL);
+        RS_CHECK(our_logits(path, RS_MODEL_ISA_AUTO, 0, ids, k, o8, desc[0], 96) == 0);
+        RS_CHECK(our_logits(path, RS_MODEL_ISA_AUTO, 1, ids, k, ox, desc[1], 96) == 0);
+        RS_CHECK(our_logits(path, RS_MODEL_ISA_AVX2, 0, ids, k, alt, desc[2], 96) == 0);
+        RS_CHECK_MSG(memcmp(alt, o8, (size_t)k * VOCAB * 4) == 0,
+                     "%s seq%d: %s and %s integer dots differ", name, k, desc[0], desc[2]);
+        e_llama = fmax(e_llama, max_diff(q, f, k, &dummy));
+        d_int8 = fmax(d_int8, max_diff(o8, q, k, &agree_int8));
+        d_exact = fmax(d_exact, max_diff(ox, q, k, &agree_exact));
+        f_int8 = fmax(f_int8, max_diff(o8, f, k, &dummy));
+        n_pos += k;
+        free(q), free(f), free(o8), free(ox), free(alt);
+    }
+    fprintf(stderr,
+            "%s: max |dlogit| vs llama.cpp: integer dot (%s) %.3g, top-1 %d/%d; exact-dot %.3g, "
+            "top-1 %d/%d; llama.cpp vs its F32 model %.3g, ours (integer) vs F32 %.3g\n",
+            name, desc[0], d_int8, agree_int8, n_pos, d_exact, agree_exact, n_pos, e_llama, f_int8);
+    RS_CHECK_MSG(d_int8 <= e_llama, "%s: integer-dot logits %g from llama.cpp's, beyond its own "
+                 "error %g vs F32", name, d_int8, e_llama);
+    return 0;
+}
+
+static int test_refdata_llama256_q8_0(void) { return check_quantized("llama256-q8_0"); }
+static int test_refdata_llama256_q4_0(void) { return check_quantized("llama256-q4_0"); }
+static int test_refdata_llama256_q4_k_m(void) { return check_quantized("llama256-q4_k_m"); }
+static int test_refdata_llama256_q5_k_m(void) { return check_quantized("llama256-q5_k_m"); }
+static int test_refdata_llama256_q6_k(void) { return check_quantized("llama256-q6_k"); }
+
 /* --- random shapes vs the double reference ---------------------------------------------- */
 
 #define N_REF 20 /* positions: longer than every window below */
@@ -200,6 +296,7 @@ static int against_reference(const char *path, int isa, double tol)
     struct rs_model_opts o;
     rs_model_opts_default(&o);
     o.isa = isa;
+    o.exact_dot = 1; /* the reference multiplies the dequantized weights in float */
     rs_model *m;
     RS_CHECK_MSG(rs_model_load(path, &o, &m, err, sizeof(err)) == RS_OK, "%s", err);
     const struct rs_model_hparams *hp = rs_model_hparams(m);
@@ -417,6 +514,11 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_refdata_gemma2),
     RS_TEST(test_refdata_gemma3),
     RS_TEST(test_refdata_phi3),
+    RS_TEST(test_refdata_llama256_q8_0),
+    RS_TEST(test_refdata_llama256_q4_0),
+    RS_TEST(test_refdata_llama256_q4_k_m),
+    RS_TEST(test_refdata_llama256_q5_k_m),
+    RS_TEST(test_refdata_llama256_q6_k),
     RS_TEST(test_random_llama_head_dim_gqa4),
     RS_TEST(test_random_qwen2_matches_reference),
     RS_TEST(test_random_qwen3_matches_reference),

@@ -41,7 +41,7 @@ static uint32_t fit_cols(enum rs_ggml_type t, uint32_t K)
  */
 static struct kern_mat make_mat(enum rs_ggml_type type, uint32_t rows, uint32_t cols, float **deq)
 {
-    struct kern_mat m = {NULL, type, rows, cols, (size_t)rs_ggml_row_bytes(type, cols)};
+    struct kern_mat m = {NULL, type, rows, cols, (size_t)rs_ggml_row_bytes(type, cols), 0};
     float *src = malloc((size_t)rows * cols * sizeof(float));
     uint8_t *data = malloc((size_t)rows * m.row_bytes);
     *deq = malloc((size_t)rows * cols * sizeof(float));
@@ -154,7 +154,7 @@ static int check_rows_invariant(enum kern_isa isa)
         uint32_t M = 23, K = fit_cols(types[ti], 148), N = 19;
         float *deq, *x = rand_vec((size_t)M * K);
         struct kern_mat w = make_mat(types[ti], N, K, &deq);
-        struct kern_mat wf = {deq, RS_GGML_F32, N, K, (size_t)K * 4};
+        struct kern_mat wf = {deq, RS_GGML_F32, N, K, (size_t)K * 4, 0};
         float *all = calloc((size_t)M * N, sizeof(float)), *one = calloc(N, sizeof(float));
         float *f32 = calloc((size_t)M * N, sizeof(float));
         float *scr = malloc(kern_gemm_scratch_floats(K) * sizeof(float));
@@ -431,6 +431,123 @@ static int test_isa_detection_is_consistent(void)
     return 0;
 }
 
+/* --- integer dot products (qdot.h) ---------------------------------------------------- */
+
+static const enum rs_ggml_type qtypes[] = {RS_GGML_Q8_0, RS_GGML_Q4_0, RS_GGML_Q4_K,
+                                           RS_GGML_Q5_K, RS_GGML_Q6_K};
+#define N_QTYPES (sizeof(qtypes) / sizeof(qtypes[0]))
+
+/* M x N outputs of the integer dot with `isa`, in column slices (as threads cut them). */
+static float *qgemm(enum kern_isa isa, struct kern_mat *w, const float *x, uint32_t M)
+{
+    float *y = calloc((size_t)M * w->rows, sizeof(float));
+    float *scr = malloc(kern_gemm_scratch_floats(w->cols) * sizeof(float));
+    w->qdot = 1;
+    uint32_t cut = w->rows / 3;
+    kern_gemm(isa, w, x, w->cols, M, y, w->rows, 0, cut, 0, scr);
+    kern_gemm(isa, w, x, w->cols, M, y, w->rows, cut, w->rows, 0, scr);
+    free(scr);
+    return y;
+}
+
+/* Activations with a zero row, a huge row and a tiny one beside random rows. */
+static float *qdot_inputs(uint32_t M, uint32_t K)
+{
+    float *x = rand_vec((size_t)M * K);
+    for (uint32_t k = 0; k < K; k++) {
+        x[k] = 0.0f;
+        x[K + k] *= 3e4f;
+        x[2 * (size_t)K + k] *= 1e-30f;
+    }
+    return x;
+}
+
+/* Portable, AVX2 and AVX-512 VNNI integer dots give the same bits for every type. */
+static int test_qdot_variants_agree_bitwise(void)
+{
+    for (size_t ti = 0; ti < N_QTYPES; ti++) {
+        /* Q8_0/Q4_0: 17 blocks, not a multiple of the 8 lanes */
+        uint32_t M = 21, N = 13, K = rs_ggml_block_size(qtypes[ti]) == 32 ? 544 : 512;
+        float *deq, *x = qdot_inputs(M, K);
+        struct kern_mat w = make_mat(qtypes[ti], N, K, &deq);
+        RS_CHECK(kern_qdot_supported(qtypes[ti]));
+        float *ref = qgemm(KERN_PORTABLE, &w, x, M);
+        for (int isa = KERN_AVX2; isa <= KERN_AVX512; isa++) {
+            if (!kern_isa_supported((enum kern_isa)isa)) {
+                fprintf(stderr, "%s: not on this CPU\n", kern_isa_name((enum kern_isa)isa));
+                continue;
+            }
+            float *got = qgemm((enum kern_isa)isa, &w, x, M);
+            RS_CHECK_MSG(memcmp(got, ref, (size_t)M * N * 4) == 0, "%s %s: differs from portable",
+                         kern_isa_name((enum kern_isa)isa), rs_ggml_type_name(qtypes[ti]));
+            free(got);
+        }
+        for (uint32_t n = 0; n < N; n++)
+            RS_CHECK(ref[n] == 0.0f); /* the zero row */
+        free(ref), free(deq), free(x), free((void *)w.data);
+    }
+    return 0;
+}
+
+/* Row m of a many-row integer GEMM equals the row alone and in 2- and 3-row batches. */
+static int test_qdot_rows_invariant(void)
+{
+    enum kern_isa isa = kern_isa_detect();
+    for (size_t ti = 0; ti < N_QTYPES; ti++) {
+        uint32_t M = 37, N = 11, K = 256; /* 37 rows: more than one 16-row chunk */
+        float *deq, *x = qdot_inputs(M, K);
+        struct kern_mat w = make_mat(qtypes[ti], N, K, &deq);
+        float *all = qgemm(isa, &w, x, M);
+        for (uint32_t m = 0; m < M; m++)
+            for (uint32_t rows = 1; rows <= 3 && m + rows <= M; rows++) {
+                float *few = qgemm(isa, &w, x + (size_t)m * K, rows);
+                RS_CHECK_MSG(memcmp(few, all + (size_t)m * N, (size_t)rows * N * 4) == 0,
+                             "%s: row %u differs in a %u-row batch", rs_ggml_type_name(qtypes[ti]),
+                             m, rows);
+                free(few);
+            }
+        free(all), free(deq), free(x), free((void *)w.data);
+    }
+    return 0;
+}
+
+/*
+ * Against the exact dot of the dequantized weights: quantizing x moves each
+ * value by at most half its span's step d = amax / 127 (span: 32 values, 256
+ * for the K-quants), so the dot moves by at most sum_s d_s / 2 * sum_{i in s} |w_i|; float rounding adds a few ulps
+ * of sum |w x| on top (2^-20 of it allowed).
+ */
+static int test_qdot_within_activation_rounding(void)
+{
+    for (size_t ti = 0; ti < N_QTYPES; ti++) {
+        uint32_t M = 5, N = 9, K = 512;
+        float *deq, *x = qdot_inputs(M, K);
+        struct kern_mat w = make_mat(qtypes[ti], N, K, &deq);
+        float *y = qgemm(kern_isa_detect(), &w, x, M);
+        for (uint32_t m = 0; m < M; m++)
+            for (uint32_t n = 0; n < N; n++) {
+                const float *xr = x + (size_t)m * K, *wr = deq + (size_t)n * K;
+                double exact = 0, bound = 0, mag = 0;
+                uint32_t span = (uint32_t)rs_ggml_block_size(qtypes[ti]);
+                for (uint32_t b = 0; b < K / span; b++) {
+                    double amax = 0, wsum = 0;
+                    for (uint32_t i = b * span; i < (b + 1) * span; i++) {
+                        amax = fmax(amax, fabs(xr[i]));
+                        wsum += fabs(wr[i]);
+                        exact += (double)wr[i] * xr[i];
+                        mag += fabs((double)wr[i] * xr[i]);
+                    }
+                    bound += amax / 127 / 2 * wsum;
+                }
+                double err = fabs(y[(size_t)m * N + n] - exact);
+                RS_CHECK_MSG(err <= bound * (1 + 1e-6) + mag * 0x1p-20, "%s row %u col %u: %g > %g",
+                             rs_ggml_type_name(qtypes[ti]), m, n, err, bound);
+            }
+        free(y), free(deq), free(x), free((void *)w.data);
+    }
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_gemm_portable_matches_reference),
     RS_TEST(test_gemm_avx2_matches_reference),
@@ -446,5 +563,8 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_rmsnorm_and_swiglu_match_reference),
     RS_TEST(test_widen_matches_reference_dequantizer),
     RS_TEST(test_isa_detection_is_consistent),
+    RS_TEST(test_qdot_variants_agree_bitwise),
+    RS_TEST(test_qdot_rows_invariant),
+    RS_TEST(test_qdot_within_activation_rounding),
 };
 RS_TEST_MAIN(cases)

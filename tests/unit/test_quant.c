@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "common/gguf.h"
 #include "common/quant.h"
 #include "tests/rs_test.h"
 
@@ -575,6 +578,124 @@ static int test_generic_row_dispatch(void)
     return 0;
 }
 
+/* The traits table and the file format's table agree on every type both know. */
+static int test_traits_match_gguf_table(void)
+{
+    size_t i = 0;
+    for (const struct rs_quant_traits *t; (t = rs_quant_traits_at(i)) != NULL; i++) {
+        RS_CHECK_MSG(rs_ggml_block_size(t->type) == t->block, "%s block", t->name);
+        RS_CHECK_MSG(rs_ggml_type_size(t->type) == t->bytes, "%s bytes", t->name);
+        RS_CHECK_MSG(strcmp(rs_ggml_type_name(t->type), t->name) == 0, "%s name", t->name);
+        RS_CHECK(rs_quant_traits_of(t->type) == t);
+    }
+    RS_CHECK(i == 8);
+    RS_CHECK(rs_quant_traits_of(RS_GGML_Q5_0) == NULL);
+    return 0;
+}
+
+/*
+ * Every 32-value sub-block holds 0, 0.1, ..., 3.1: levels 0..31 at scale 0.1 fit
+ * exactly, so sc = 63, m = 0 under d = fp16(0.1 / 63); the low nibbles sit at bytes
+ * 48 + 32c + k (chunk c, value 64c + k low, 64c + 32 + k high) and the fifth bit of
+ * both halves at bits 2c, 2c + 1 of byte 16 + k: set for k >= 16.
+ */
+static int test_q5_k_recovers_exact_levels(void)
+{
+    RS_CHECK(rs_ggml_type_size(RS_GGML_Q5_K) == RS_QUANT_Q5_K_BYTES);
+    float x[256], y[256];
+    for (int i = 0; i < 256; i++)
+        x[i] = (float)(i % 32) * 0.1f;
+    uint8_t q[RS_QUANT_Q5_K_BYTES];
+    rs_quant_row_q5_k_quantize(x, q, 256);
+    uint16_t dh, mh;
+    memcpy(&dh, q, 2);
+    memcpy(&mh, q + 2, 2);
+    RS_CHECK_MSG(dh == rs_quant_f16_from_f32(0.1f / 63.0f), "d 0x%04x", dh);
+    RS_CHECK(mh == 0);
+    for (int j = 0; j < 4; j++)
+        RS_CHECK_MSG(q[4 + j] == 0xff && q[8 + j] == 0 && q[12 + j] == 15, "scale bytes %d", j);
+    for (int k = 0; k < 32; k++)
+        RS_CHECK_MSG(q[16 + k] == (k >= 16 ? 0xff : 0), "high byte %d: 0x%02x", k, q[16 + k]);
+    for (int i = 0; i < 128; i++) {
+        int k = i % 32;
+        RS_CHECK_MSG(q[48 + i] == ((k & 15) | (k & 15) << 4), "byte %d: 0x%02x", i, q[48 + i]);
+    }
+    RS_CHECK(rs_quant_row_to_f32(RS_GGML_Q5_K, q, y, 256) == RS_OK);
+    for (int i = 0; i < 256; i++)
+        RS_CHECK_MSG(fabsf(y[i] - x[i]) <= 3.1f * 0x1p-11f * 1.01f, "i=%d %g vs %g", i,
+                     (double)y[i], (double)x[i]);
+    return 0;
+}
+
+/* Float64 sums of a dequantized tensor, as NAME.dequant.json states them. */
+static int check_dequant_entry(const rs_gguf *g, json_t *e, const char *file)
+{
+    const char *name = json_string_value(json_object_get(e, "name"));
+    int64_t ti = rs_gguf_find_tensor(g, name);
+    RS_CHECK_MSG(ti >= 0, "%s: no tensor %s", file, name);
+    const struct rs_gguf_tensor *t = rs_gguf_tensor(g, (uint64_t)ti);
+    RS_CHECK_MSG(strcmp(rs_ggml_type_name(t->type),
+                        json_string_value(json_object_get(e, "type"))) == 0, "%s type", name);
+    uint64_t cols = t->ne[0], rows = t->ne[1], rb = rs_ggml_row_bytes(t->type, cols);
+    float *row = malloc(cols * sizeof(float));
+    RS_CHECK(row != NULL);
+    double sum = 0, sabs = 0, ssq = 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        RS_CHECK(rs_quant_row_to_f32(t->type, (const uint8_t *)t->data + r * rb, row, cols) == RS_OK);
+        for (uint64_t i = 0; i < cols; i++) {
+            sum += row[i], sabs += fabs(row[i]), ssq += (double)row[i] * row[i];
+            json_t *sample = r == 0 && i < 32 ? json_array_get(json_object_get(e, "row0_first32"), i)
+                             : r == rows - 1 && i >= cols - 32
+                                 ? json_array_get(json_object_get(e, "last_row_last32"), i - (cols - 32))
+                                 : NULL;
+            RS_CHECK_MSG(sample == NULL || (float)json_number_value(sample) == row[i],
+                         "%s %s row %llu col %llu: %g vs %g", file, name, (unsigned long long)r,
+                         (unsigned long long)i, (double)row[i], json_number_value(sample));
+        }
+    }
+    free(row);
+    const char *keys[3] = {"sum", "sum_abs", "sum_sq"};
+    const double got[3] = {sum, sabs, ssq};
+    for (int k = 0; k < 3; k++) { /* the README's bound: relative 1e-6 (of sum_abs for sum) */
+        double want = json_number_value(json_object_get(e, keys[k]));
+        double scale = k == 0 ? json_number_value(json_object_get(e, "sum_abs")) : fabs(want);
+        RS_CHECK_MSG(fabs(got[k] - want) <= 1e-6 * scale, "%s %s %s: %.9g vs %.9g", file, name,
+                     keys[k], got[k], want);
+    }
+    return 0;
+}
+
+/* Our decoders against llama.cpp-made files (llama-quantize's own Q8_0/Q4_0/Q4_K/Q5_K/Q6_K
+ * bytes), not only against our own quantizer: every tensor's sums and sample values. */
+static int test_llamacpp_quantized_files_decode(void)
+{
+    const char *names[] = {"q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"};
+    for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+        char rel[96], gpath[512], jpath[512];
+        snprintf(rel, sizeof(rel), "arch/llama256-%s.gguf", names[n]);
+        if (rs_test_refdata(rel, gpath, sizeof(gpath)) == NULL)
+            return RS_TEST_SKIP;
+        snprintf(rel, sizeof(rel), "arch/llama256-%s.dequant.json", names[n]);
+        if (rs_test_refdata(rel, jpath, sizeof(jpath)) == NULL)
+            return RS_TEST_SKIP;
+        rs_gguf *g = NULL;
+        RS_CHECK(rs_gguf_open(gpath, &g, NULL, 0) == RS_OK);
+        json_t *root = json_load_file(jpath, 0, NULL), *e;
+        RS_CHECK(root != NULL);
+        size_t i, seen = 0;
+        json_array_foreach(json_object_get(root, "tensors"), i, e) {
+            if (check_dequant_entry(g, e, names[n]) != 0)
+                return 1;
+            seen++;
+        }
+        fprintf(stderr, "%s: %zu tensors decode as llama.cpp's\n", names[n], seen);
+        RS_CHECK(seen >= 15);
+        json_decref(root);
+        rs_gguf_close(&g);
+    }
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_f16_rounding_matches_reference),
     RS_TEST(test_f16_every_half_round_trips),
@@ -590,11 +711,14 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_q4_k_recovers_exact_levels),
     RS_TEST(test_q4_k_error_random),
     RS_TEST(test_q4_k_nonfinite_input_is_defined),
+    RS_TEST(test_q5_k_recovers_exact_levels),
     RS_TEST(test_q5_k_error_random),
     RS_TEST(test_q5_k_nonfinite_input_is_defined),
     RS_TEST(test_q6_k_recovers_exact_levels),
     RS_TEST(test_q6_k_error_random),
     RS_TEST(test_q6_k_nonfinite_input_is_defined),
     RS_TEST(test_generic_row_dispatch),
+    RS_TEST(test_traits_match_gguf_table),
+    RS_TEST(test_llamacpp_quantized_files_decode),
 };
 RS_TEST_MAIN(cases)

@@ -21,11 +21,12 @@
 
 #define STEPS 24
 
-static int load(const char *path, int tp, int threads, rs_model **m)
+static int load_dot(const char *path, int tp, int threads, int exact, rs_model **m)
 {
     struct rs_model_opts o;
     char err[256];
     rs_model_opts_default(&o);
+    o.exact_dot = exact;
     o.tp = tp;
     o.n_threads = threads;
     rs_err rc = rs_model_load(path, &o, m, err, sizeof(err));
@@ -61,6 +62,67 @@ static int argmax(const float *v, uint32_t n)
     for (uint32_t i = 1; i < n; i++)
         b = v[i] > v[b] ? (int)i : b;
     return b;
+}
+
+/* The exact float path: TP only reorders the partial sums, so within TP_TOL. */
+static int load(const char *path, int tp, int threads, rs_model **m)
+{
+    return load_dot(path, tp, threads, 1, m);
+}
+
+/* Max |a - b| over max(1, |a|) of STEPS logit rows. */
+static double rel_diff(const float *a, const float *b, uint32_t nv)
+{
+    double worst = 0;
+    for (int step = 0; step < STEPS; step++) {
+        double mx = 1, d = 0;
+        for (uint32_t v = 0; v < nv; v++) {
+            mx = fmax(mx, fabs(a[(size_t)step * nv + v]));
+            d = fmax(d, fabs((double)a[(size_t)step * nv + v] - b[(size_t)step * nv + v]));
+        }
+        worst = fmax(worst, d / mx);
+    }
+    return worst;
+}
+
+/*
+ * The integer dot under TP: each shard quantizes its own activation blocks,
+ * which are the blocks of the whole row (per-block scales), so TP changes
+ * only the float order of the partial sums; but a change in the last bit can
+ * move a later layer's activation across a rounding boundary. So the bound
+ * is what activation quantization itself moves the logits by (integer vs exact
+ * at TP 1, measured here): TP 2 and 4 stay within twice that of TP 1.
+ */
+static int compare_tp_int8(const char *path, const char *label)
+{
+    rs_model *m;
+    RS_CHECK(load_dot(path, 1, 2, 1, &m) == RS_OK);
+    uint32_t nv = rs_model_hparams(m)->n_vocab;
+    int32_t ids[STEPS + 9];
+    uint64_t st = 78;
+    for (int i = 0; i < STEPS + 9; i++)
+        ids[i] = (int32_t)(tu_rand(&st) % nv);
+    float *exact = malloc((size_t)STEPS * nv * 4), *ref = malloc((size_t)STEPS * nv * 4);
+    float *got = malloc((size_t)STEPS * nv * 4);
+    RS_CHECK(exact && ref && got);
+    RS_CHECK(run(m, ids, exact) == 0);
+    rs_model_destroy(&m);
+    RS_CHECK(load_dot(path, 1, 2, 0, &m) == RS_OK);
+    RS_CHECK(run(m, ids, ref) == 0);
+    rs_model_destroy(&m);
+    double qerr = rel_diff(exact, ref, nv);
+    RS_CHECK_MSG(qerr > 0, "%s: the integer dot gave the exact path's bits", label);
+    for (int tp = 2; tp <= 4; tp += 2) {
+        RS_CHECK(load_dot(path, tp, 2, 0, &m) == RS_OK);
+        RS_CHECK(run(m, ids, got) == 0);
+        double d = rel_diff(ref, got, nv);
+        fprintf(stderr, "%s integer dot: tp %d vs tp 1 %.3g of max |logit| (bound %.3g: twice "
+                "integer vs exact)\n", label, tp, d, 2 * qerr);
+        RS_CHECK_MSG(d <= 2 * qerr, "%s tp %d: integer dot %.3g from tp 1", label, tp, d);
+        rs_model_destroy(&m);
+    }
+    free(exact), free(ref), free(got);
+    return 0;
 }
 
 /* TP 2 and 4 against TP 1 on the model at path. */
@@ -125,6 +187,13 @@ static int test_tp_matches_tp1_random_q8_0_gqa(void)
     char path[1024];
     RS_CHECK(q8_model(path, sizeof(path)) != NULL);
     return compare_tp(path, "random Q8_0 GQA");
+}
+
+static int test_tp_integer_dot_random_q8_0_gqa(void)
+{
+    char path[1024];
+    RS_CHECK(q8_model(path, sizeof(path)) != NULL);
+    return compare_tp_int8(path, "random Q8_0 GQA");
 }
 
 /* Post norms (the Wo / Wdown sums normalized before the residual) and windows shard too. */
@@ -214,6 +283,7 @@ static int test_uneven_shards_are_refused(void)
 static const struct rs_test_case cases[] = {
     RS_TEST(test_tp_matches_tp1_stories260k),
     RS_TEST(test_tp_matches_tp1_random_q8_0_gqa),
+    RS_TEST(test_tp_integer_dot_random_q8_0_gqa),
     RS_TEST(test_tp_matches_tp1_gemma3_post_norms),
     RS_TEST(test_tp_is_batch_and_thread_invariant),
     RS_TEST(test_uneven_shards_are_refused),

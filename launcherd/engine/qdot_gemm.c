@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Y = X W^T through the integer dot (qdot.h): activation rows quantized in
+ * chunks of KQ_ROWS into the thread's scratch, then each weight row of the
+ * slice dotted with up to KQ_DOT_ROWS rows at a time: unpacked in registers by the
+ * SIMD variants, into scratch by the portable one. Each
+ * output is one kq dot of its own weight row and its own activation row, so
+ * chunking, slicing and the batch never change a bit.
+ */
+#include "launcherd/engine/qdot.h"
+
+#define KQ_ROWS 16 /* activation rows quantized per chunk: 16 x ~1.2 K bytes stay in L1/L2 */
+
+typedef void (*kq_raw_fn)(const uint8_t *, const struct kq_act *const *, int, uint32_t, float *);
+
+size_t kern_qgemm_scratch_bytes(uint32_t K)
+{
+    return kq_wrow_bytes(K) + KQ_ROWS * kq_act_bytes(K) + 32;
+}
+
+/* The SIMD dot of type t for isa, or NULL for the portable unpack-then-dot. */
+static kq_raw_fn raw_for(enum kern_isa isa, enum rs_ggml_type t)
+{
+    const struct kq_raw_dot *tab = isa == KERN_AVX512 ? kq_vnni_table
+                                   : isa == KERN_AVX2 ? kq_avx2_table
+                                                      : NULL;
+    for (; tab != NULL && tab->dot != NULL; tab++)
+        if (tab->type == t)
+            return tab->dot;
+    return NULL;
+}
+
+/* Weight rows [n0, n1) against the mr quantized rows at act, into y's rows. */
+static void chunk(kq_raw_fn raw, const struct kern_mat *w, const struct kq_wrow *wr,
+                  const struct kq_act *const *act, uint32_t mr, float *y, size_t ldy,
+                  uint32_t n0, uint32_t n1, int accumulate)
+{
+    for (uint32_t n = n0; n < n1; n++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
+        if (raw == NULL)
+            kq_unpack_row(w->type, row, w->cols, wr);
+        for (uint32_t r = 0; r < mr; r += KQ_DOT_ROWS) {
+            int cnt = mr - r < KQ_DOT_ROWS ? (int)(mr - r) : KQ_DOT_ROWS;
+            float out[KQ_DOT_ROWS];
+            if (raw != NULL)
+                raw(row, act + r, cnt, w->cols, out);
+            else
+                kq_dot_portable(w->type, wr, act + r, cnt, w->cols, out);
+            for (int i = 0; i < cnt; i++) {
+                float *ym = y + (size_t)(r + (uint32_t)i) * ldy + n;
+                *ym = accumulate ? *ym + out[i] : out[i];
+            }
+        }
+    }
+}
+
+void kern_qgemm(enum kern_isa isa, const struct kern_mat *w, const float *x, size_t ldx,
+                uint32_t n_rows, float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
+                void *scratch)
+{
+    uint32_t K = w->cols;
+    uint8_t *base = (uint8_t *)(((uintptr_t)scratch + 31) & ~(uintptr_t)31);
+    struct kq_wrow wr;
+    kq_wrow_at(base, K, &wr);
+    uint8_t *actmem = base + kq_wrow_bytes(K);
+    struct kq_act acts[KQ_ROWS];
+    const struct kq_act *ap[KQ_ROWS];
+    kq_raw_fn raw = raw_for(isa, w->type);
+    for (uint32_t m0 = 0; m0 < n_rows; m0 += KQ_ROWS) {
+        uint32_t mr = n_rows - m0 < KQ_ROWS ? n_rows - m0 : KQ_ROWS;
+        for (uint32_t r = 0; r < mr; r++) {
+            kq_act_at(actmem + r * kq_act_bytes(K), K, &acts[r]);
+            kq_quantize_row(x + (size_t)(m0 + r) * ldx, K, kq_span(w->type), &acts[r]);
+            ap[r] = &acts[r];
+        }
+        chunk(raw, w, &wr, ap, mr, y + (size_t)m0 * ldy, ldy, n0, n1, accumulate);
+    }
+}
