@@ -130,7 +130,7 @@ static uint64_t thread_ns(void)
  * The core's FMA peak in FLOP per CPU-second, summed over n threads, measured now: 12 independent
  * 8-lane FMA chains (enough to cover the FMA latency on two pipes), 2 flops
  * per lane each. AVX2 only: on the Zen 4 this was written on, 512-bit FMAs
- * issue as two 256-bit halves, so AVX-512 does not raise this peak.
+ * execute as two 256-bit halves, so AVX-512 does not raise this peak.
  */
 __attribute__((target("avx2,fma"))) static void *fma_thread(void *arg)
 {

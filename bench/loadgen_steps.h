@@ -7,7 +7,7 @@
  * output throughput, TTFT p50/p99, ITL p50/p99, the share of steps whose
  * prefill the budget held back, and the cost model launcherd fitted (fixed
  * ms per step, us per prefill and decode token) as the run left it.
- * Included by bench_loadgen.c after its run and instance helpers.
+ * Included by bench_loadgen.c after its run and instance functions.
  */
 #ifndef RS_LOADGEN_STEPS_H
 #define RS_LOADGEN_STEPS_H

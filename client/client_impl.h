@@ -4,7 +4,7 @@
  * functions its files share (client.c: sockets, connection events, the poll
  * loop; request.c: the request table, submit, cancel, timers; receive.c:
  * messages from the daemons, sequence checks; result.c: the collecting
- * helpers and the blocking call). One thread owns a client; nothing here locks.
+ * functions and the blocking call). One thread owns a client; nothing here locks.
  */
 #ifndef RS_CLIENT_IMPL_H
 #define RS_CLIENT_IMPL_H

@@ -155,7 +155,7 @@ static int check_keywords(struct sc *c, json_t *s, const char *except, int *n_ot
     return 0;
 }
 
-/* --- small helpers ------------------------------------------------------------------------ */
+/* --- small functions---------------------------------------------------------------------- */
 
 static uint32_t with_ws(struct sc *c, uint32_t core)
 {

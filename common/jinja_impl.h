@@ -336,7 +336,7 @@ static inline void jstep(jst *st, const jnode *at, uint64_t n)
               (unsigned long long)st->max_steps);
 }
 
-/* ---- value helpers (jinja_value.c) ---------------------------------------- */
+/* ---- value functions (jinja_value.c)-------------------------------------- */
 
 static inline jv jv_missing(void) { jv v = {0}; return v; }
 static inline jv jv_none(void) { jv v = {0}; v.t = JT_NONE; return v; }

@@ -3,7 +3,7 @@
  * The one way ringserve writes JSON: values built with Debian's jansson and
  * written by it, so escaping, UTF-8 and number formatting are the same in
  * every tool (ringserve-stat --json, ringserve-cli --json, benches). Two
- * helpers cover what jansson does not: text that may not be valid UTF-8
+ * functions cover what jansson does not: text that may not be valid UTF-8
  * (a model path, another process's bytes) becomes a string with each
  * ill-formed part replaced by U+FFFD instead of being refused, and unsigned
  * 64-bit values past jansson's signed integers are written exactly, as a

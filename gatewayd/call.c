@@ -9,7 +9,7 @@
  * over (and after a gatewayd restart the retry re-submits the same content
  * under the same ids: tokenizerd acknowledges it again and postprocd
  * replays it from seq 0). The hand-off to the pipeline is gw_call_prepare:
- * the one place where what the pipeline cannot run yet is refused.
+ * the one place a parsed request becomes each choice's wire generate.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,10 +6,10 @@
  * is a pure function of the bytes (so tests/fuzz/fuzz_gateway_request.c can
  * drive it), bounded by the body size and the limits below. Unknown fields
  * are ignored as OpenAI does; null means absent for every optional field.
- * Leaves out: what the pipeline cannot run yet (structured output,
- * min_tokens): those are parsed and validated here and refused in one place
- * each in call.c (gw_call_prepare). A chat request's conversation is packed
- * for the wire here (oai_conv.c); tokenizerd renders it.
+ * Structured output (response_format, logit_bias) and min_tokens are parsed
+ * and validated here and mapped onto the wire's constraint fields in
+ * constraint.c. A chat request's conversation is packed for the wire here
+ * (oai_conv.c); tokenizerd renders it.
  */
 #ifndef GW_OAI_H
 #define GW_OAI_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The request record's helpers and its invariant check (pipeline_req.h):
+ * The request record's accessors and its invariant check (pipeline_req.h):
  * stop strings as arrays, and Q1..Q7 read from the table, the token arena
  * and the KV rows. The check allocates one slot map of max_seqs entries.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private layout of a ring region and the helpers ring.c (hot path) and
+ * Private layout of a ring region and the functions ring.c (hot path) and
  * ring_recover.c (recovery, checks) share.
  *
  *   [ring_hdr: 4 cache lines][ring_slot x n_slots][pad to page][payload x n_slots]

@@ -3,7 +3,7 @@
  * SPSC ring: recovery of each side, the helping steps the live side takes
  * when it meets a fenced incarnation's slot at its cursor, and the invariant
  * checker. Every step is one CAS guarded by the full expected word, so a
- * recoverer killed anywhere leaves a state the next run (or a helper) can
+ * recoverer killed anywhere leaves a state the next run (or another recoverer) can
  * finish, and a stopped zombie resuming mid-step fails its CAS.
  */
 #include <string.h>

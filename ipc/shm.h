@@ -85,7 +85,7 @@ struct rs_shm_info {
     char boot_id[40];
     int stale_boot;            /* 1: created in an earlier boot of this host */
     int ready;                 /* 1: creator finished initialising */
-    uint64_t incarnations;     /* incarnations issued so far */
+    uint64_t incarnations;     /* incarnations handed out so far */
     uint32_t n_regions;
     int locked;                /* 1: this process holds the pages locked */
 };

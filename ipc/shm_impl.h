@@ -53,7 +53,7 @@ struct shm_hdr {
     char boot_id[40];        /* /proc/sys/kernel/random/boot_id at creation */
     _Atomic uint32_t state;  /* SHM_INITIALIZING -> SHM_READY (release, once) */
     uint32_t pad0;
-    alignas(64) _Atomic uint64_t incarnation; /* last incarnation issued */
+    alignas(64) _Atomic uint64_t incarnation; /* last incarnation handed out */
     alignas(64) struct shm_region_dir regions[RS_SHM_MAX_REGIONS];
 };
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_BYTES, "header fits page 0");

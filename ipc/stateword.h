@@ -12,7 +12,7 @@
  * generation: 26 bits, bumped (mod 2^26) each time the thing is freed; a ring
  *   slot's generation is its lap (seq / n_slots mod 2^26).
  * owner: the 32-bit incarnation that holds it (0 = none); incarnations are
- *   issued by the segment header, never reused, never 0 (shm.h). An arena
+ *   handed out by the segment header, never reused, never 0 (shm.h). An arena
  *   chunk linked to a request stores the table index here instead.
  * Leaves out: nothing wider; 64 bits is the largest lock-free CAS in C11.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ZeroMQ socket helpers (zsock.h): option sets per role, the transport
+ * ZeroMQ socket setup (zsock.h): option sets per role, the transport
  * policy (tcp only with CURVE; doorbells same-host), a guard against binding
  * over a live ipc:// listener (libzmq would silently unlink it), and
  * send/receive wrappers with explicit envelopes and size bounds. Rejections

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Device helpers shared by the kernels: widening one weight element of any
+ * Device functions shared by the kernels: widening one weight element of any
  * supported type to F32 (exact for F16, BF16 and Q8_0, as on the CPU), and
  * block reductions with a fixed order (a warp's xor-shuffle tree, then the
  * warps' partials in warp order), so a result never depends on timing.

@@ -117,7 +117,7 @@ __global__ void gemm_rows_k(const uint8_t *w, size_t row_bytes, uint32_t N, uint
     uint32_t k0 = lane * 8;
     if constexpr (T != CU_T_Q8_0) {
         /* The same groups in the same order as the loop below (so the same bits), but
-           G_INFLIGHT loads issued before the first is used. */
+           G_INFLIGHT loads started before the first is used. */
         if (vec) {
             for (; k0 + (G_INFLIGHT - 1) * 256 + 8 <= K; k0 += G_INFLIGHT * 256) {
                 raw8<T> g[G_INFLIGHT];

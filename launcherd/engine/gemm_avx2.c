@@ -60,7 +60,7 @@ struct pf {
 /* Cache lines of one block column of a full tile (NR blocks of `bytes`), rounded up. */
 #define PF_LINES(bytes) ((int)((NR * (bytes) + 63) / 64))
 
-/* Issues prefetches for lines [*p, *p + 64 n) below end; p lives in a register of the caller. */
+/* Prefetches lines [*p, *p + 64 n) below end; p lives in a register of the caller. */
 INL void pf_lines(const char **p, const char *end, int to_l2, int n)
 {
     for (int i = 0; i < n && *p < end; i++, *p += 64) {

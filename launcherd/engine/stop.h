@@ -6,8 +6,8 @@
  * token, whether the request is finished and why (the OpenAI finish_reason).
  * Plain data and pure functions, so the parameters can live in the shared
  * request record and any daemon can call it. Leaves out stop strings (text
- * level, in postprocd) and min_tokens (it would also need the sampler to mask
- * EOS, which vLLM does and ringserve does not yet).
+ * level, in postprocd) and min_tokens (launcherd/mask.c bans the
+ * end-of-generation tokens while fewer than min_tokens outputs exist).
  */
 #ifndef RS_STOP_H
 #define RS_STOP_H

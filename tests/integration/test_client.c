@@ -119,7 +119,7 @@ static int same_output(const struct stream_rec *r, const struct rs_client_result
     return 0;
 }
 
-/* Requests the instance accepted so far (handles are issued from 1, once per request). */
+/* Requests the instance accepted so far (handles are handed out from 1, once per request). */
 static uint64_t handles_issued(struct rs_harness *h)
 {
     struct rs_pipe *v = rs_harness_view(h);
@@ -366,7 +366,7 @@ static int test_cancel_before_ack_ends_with_abort(void)
     rs_client *c = client_of(&h);
     RS_CHECK(c != NULL);
     greedy(&g, "Once upon a time", CTX - 16, true);
-    /* No poll between the two calls: the cancel is issued before any ack can arrive, so the
+    /* No poll between the two calls: the cancel is sent before any ack can arrive, so the
      * library must hold it and send it after the ack. */
     RS_CHECK(rs_client_submit(c, &g, NULL, on_event, &r, id) == RS_OK);
     RS_CHECK(rs_client_cancel(c, id) == RS_OK);

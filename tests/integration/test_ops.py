@@ -111,7 +111,7 @@ class Instance:
                "--bin", BIN, "--state-dir", self.state, "--rundir", self.rundir, "--threads",
                "1", "--no-http", *extra]  # gatewayd under ops/serve: test_gateway_serve.py
         out = open(self.out_path, "ab")
-        # Own session and process group, like a terminal job: stop() sends what Ctrl-C sends.
+        # Own process group (setsid), like a terminal job: stop() sends what Ctrl-C sends.
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         out.close()

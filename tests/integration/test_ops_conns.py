@@ -5,7 +5,7 @@ low open-file limit (prlimit on the live tokenizerd and postprocd, 256 descripto
 libzmq used to abort its ipc listener at the limit, taking the daemon down. They must
 keep running (same pids), log the connections they closed at a cap, and serve a
 well-behaved client once the flood ends. Real ops/serve, supervisord and the four
-daemons (helpers from test_ops.py). ctest: `it.ops_conns.<case>`.
+daemons (fixtures from test_ops.py). ctest: `it.ops_conns.<case>`.
 """
 import os
 import resource

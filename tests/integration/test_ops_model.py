@@ -3,7 +3,7 @@
 """The model file changing under a serving instance: its weights rewritten in place,
 then the file truncated. launcherd must keep serving (same pid, never restarted) and
 keep giving byte-identical greedy output, because it serves from a private copy of
-the weights. Real ops/serve, supervisord and the four daemons (helpers from
+the weights. Real ops/serve, supervisord and the four daemons (fixtures from
 test_ops.py). ctest: `it.ops_model.<case>`.
 """
 import os

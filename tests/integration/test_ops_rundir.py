@@ -4,7 +4,7 @@
 directory planted as a symlink or owned by someone else is refused before anything
 runs, and a symlink planted at the lock's old predictable /tmp path, or at the lock
 in the per-user lock directory, is never followed. Real ops/serve, real supervisord,
-the four real daemons (helpers from test_ops.py). ctest: `it.ops_rundir.<case>`.
+the four real daemons (fixtures from test_ops.py). ctest: `it.ops_rundir.<case>`.
 """
 import os
 import subprocess

@@ -92,7 +92,7 @@ static int test_json_keeps_utf8_and_values(void)
     return 0;
 }
 
-/* The writer's own helpers: exact 64-bit values, floats that read back, repaired text. */
+/* The writer's own functions: exact 64-bit values, floats that read back, repaired text. */
 static int test_writer_keeps_values_exact(void)
 {
     json_t *a = json_pack("[ooooo]", rs_json_u64(UINT64_MAX), rs_json_u64(7),

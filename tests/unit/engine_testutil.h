@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers shared by the engine's unit tests (header-only, static): make a
+ * Functions shared by the engine's unit tests (header-only, static): make a
  * random model with the real ringserve-mkmodel tool, and write an edited
  * copy of a GGUF (a tensor dropped, reshaped, retyped or rescaled; metadata
  * changed) to produce malformed or differently configured models from a

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers for the structured-output tests (header-only, static): refdata
+ * Functions for the structured-output tests (header-only, static): refdata
  * vocabs with their token tries, compiling with the error printed, random
  * constrained walks (uniform over the mask, ending with some probability when
  * the grammar may), the brute-force mask (every token checked by a full

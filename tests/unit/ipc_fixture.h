@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers the ipc unit tests share: a uniquely named segment created from a
+ * Functions the ipc unit tests share: a uniquely named segment created from a
  * region list and removed afterwards, and running a function in a forked
  * child (a real separate process, for incarnations that must die). When a
  * check fails and the case returns early, an exit handler still removes the

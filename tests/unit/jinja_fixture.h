@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers for the chat-template renderer's unit tests: compile and render a
+ * Functions for the chat-template renderer's unit tests: compile and render a
  * template given inline, with variables from a JSON object (messages, tools,
  * bos_token, eos_token and add_generation_prompt taken from it, the rest
  * passed as template variables), the date pinned to 2026-01-15, and checks

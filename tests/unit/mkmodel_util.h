@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers shared by test_mkmodel.c and test_convert.c: run the real
+ * Functions shared by test_mkmodel.c and test_convert.c: run the real
  * ringserve-mkmodel binary (from RS_BIN) and capture its exit status and
  * stderr. Static, so each test executable gets its own copy.
  */

@@ -2,9 +2,10 @@
 /*
  * gatewayd's pure parts without a server: the OpenAI request parser (every
  * prompt form, fields mapped onto the wire request, each refusal naming its
- * field), the one hand-off that refuses what the pipeline cannot run yet,
- * the response shapes (chat stream chunks with the role delta first, both
- * logprobs formats, errors, usage) and the idempotency id derivation.
+ * field), the one hand-off onto the wire (response_format, logit_bias and
+ * min_tokens onto the constraint fields), the response shapes (chat stream
+ * chunks with the role delta first, both logprobs formats, errors, usage)
+ * and the idempotency id derivation.
  */
 #include <math.h>
 #include <sodium.h>

@@ -171,7 +171,7 @@ static int test_inc_status_tells_current_stopped_and_dead(void)
     fx_wait(pid);
     RS_CHECK(rs_role_inc_status(f.shm, inc) == RS_INC_FENCED_DEAD);
     RS_CHECK(rs_role_inc_status(f.shm, 0) == RS_INC_FENCED_DEAD);
-    RS_CHECK(rs_role_inc_status(f.shm, 999) == RS_INC_FENCED_DEAD); /* never issued */
+    RS_CHECK(rs_role_inc_status(f.shm, 999) == RS_INC_FENCED_DEAD); /* never made */
     rs_role_stop(&b);
     fx_destroy(&f);
     return 0;
@@ -211,7 +211,7 @@ static int test_check_detects_broken_invariants(void)
     uint64_t w = atomic_load(&roles_rec(roles, 0)->word);
     atomic_store(&roles_rec(roles, 1)->word, w); /* one incarnation current for two roles */
     RS_CHECK(rs_role_check(f.shm) == RS_EMISMATCH);
-    atomic_store(&roles_rec(roles, 1)->word, rs_sw_make(RS_ROLE_READY, 0, 77)); /* never issued */
+    atomic_store(&roles_rec(roles, 1)->word, rs_sw_make(RS_ROLE_READY, 0, 77)); /* never made */
     RS_CHECK(rs_role_check(f.shm) == RS_EMISMATCH);
     rs_role_stop(&a);
     fx_destroy(&f);

@@ -36,7 +36,7 @@ static void mb_str(struct mb *m, const char *s)
     msgpack_pack_str_with_body(&m->pk, s, strlen(s));
 }
 
-/* {"v":1,"type":"generate","id":"r1","prompt":"hi", <n_extra more pairs follow>} */
+/* {"v":RS_WIRE_VERSION,"type":"generate","id":"r1","prompt":"hi", <n_extra more pairs follow>} */
 static void mb_generate(struct mb *m, uint32_t n_extra)
 {
     mb_init(m);

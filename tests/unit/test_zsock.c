@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ZeroMQ helpers over real sockets: ROUTER/DEALER envelopes and size bounds,
+ * ZeroMQ socket setup over real sockets: ROUTER/DEALER envelopes and size bounds,
  * ROUTER_MANDATORY errors, doorbells dropped (not queued) for an absent
  * peer, high-water marks bounding queues, heartbeats dropping a SIGSTOPped
  * peer, CURVE with the ZAP allowlist (known key in, unknown and revoked keys
