@@ -99,12 +99,7 @@ static void on_flood(const struct rs_client_event *ev)
 
 static rs_client *client_of(const struct rs_harness *h)
 {
-    struct rs_client_opts o;
-    rs_client *c = NULL;
-    rs_client_opts_default(&o);
-    o.rundir = h->rundir;
-    o.request_timeout_ms = 300000;
-    return rs_client_create(&o, &c) == RS_OK ? c : NULL;
+    return rs_harness_client(h, 300000);
 }
 
 /* A raw DEALER under routing id rid to daemon `name` (hello with secret when not NULL). */

@@ -609,6 +609,21 @@ void rs_quant_row_q6_k_quantize(const float *src, void *dst, size_t n)
         q6k_block(src + b * RS_QUANT_Q6_K_BLOCK, (uint8_t *)dst + b * RS_QUANT_Q6_K_BYTES);
 }
 
+void rs_quant_q6_k_levels(const uint8_t *blk, int8_t q[RS_QUANT_Q6_K_BLOCK])
+{
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+        for (int i = 0; i < 32; i++) {
+            const int lv[4] = {(ql[i] & 15) | (qh[i] & 3) << 4,
+                               (ql[i + 32] & 15) | (qh[i] >> 2 & 3) << 4,
+                               (ql[i] >> 4) | (qh[i] >> 4 & 3) << 4,
+                               (ql[i + 32] >> 4) | (qh[i] >> 6 & 3) << 4};
+            for (int k = 0; k < 4; k++)
+                q[128 * h + 32 * k + i] = (int8_t)(lv[k] - 32);
+        }
+    }
+}
+
 void rs_quant_row_q6_k_dequantize(const void *src, float *dst, size_t n)
 {
     for (size_t b = 0; b < n / RS_QUANT_Q6_K_BLOCK; b++) {
@@ -617,19 +632,11 @@ void rs_quant_row_q6_k_dequantize(const void *src, float *dst, size_t n)
         uint16_t dh;
         memcpy(&dh, blk + 208, 2);
         const float d = rs_quant_f16_to_f32(dh);
+        int8_t q[RS_QUANT_Q6_K_BLOCK];
+        rs_quant_q6_k_levels(blk, q);
         float *y = dst + b * RS_QUANT_Q6_K_BLOCK;
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
-            for (int i = 0; i < 32; i++) {
-                const int q[4] = {(ql[i] & 15) | (qh[i] & 3) << 4,
-                                  (ql[i + 32] & 15) | (qh[i] >> 2 & 3) << 4,
-                                  (ql[i] >> 4) | (qh[i] >> 4 & 3) << 4,
-                                  (ql[i + 32] >> 4) | (qh[i] >> 6 & 3) << 4};
-                for (int k = 0; k < 4; k++) /* (d * sc) * q: exact, 11 + 8 + 6 bits */
-                    y[128 * h + 32 * k + i] =
-                        d * (float)sc[8 * h + 2 * k + i / 16] * (float)(q[k] - 32);
-            }
-        }
+        for (int j = 0; j < RS_QUANT_Q6_K_BLOCK; j++) /* (d * sc) * q: exact, 11 + 8 + 6 bits */
+            y[j] = d * (float)sc[j / 16] * (float)q[j];
     }
 }
 

@@ -166,6 +166,10 @@ void rs_quant_row_q5_k_dequantize(const void *src, float *dst, size_t n);
  */
 void rs_quant_row_q6_k_quantize(const float *src, void *dst, size_t n);
 
+/* The 256 signed 6-bit levels (-32..31) of one Q6_K block, in value order (the integer dot
+ * and the dequantizer both read a block through it). */
+void rs_quant_q6_k_levels(const uint8_t *blk, int8_t q[RS_QUANT_Q6_K_BLOCK]);
+
 /* Dequantizes n / 256 Q6_K blocks into n floats: (d * sc) * q, exact. */
 void rs_quant_row_q6_k_dequantize(const void *src, float *dst, size_t n);
 

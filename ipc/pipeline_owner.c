@@ -14,8 +14,11 @@
 #include <sys/stat.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "ipc/pipeline_owner.h"
 #include "ipc/pipeline_req.h"
+#include "ipc/wire.h"
+#include "ipc/zsock.h"
 
 #define PROBES 16
 
@@ -235,4 +238,21 @@ int rs_pipe_owner_holds(const struct rs_pipe *p, int tcp, const uint8_t *rid, ui
             return 1;
     }
     return 0;
+}
+
+int rs_pipe_owner_hello_refused(rs_pipe_owner_map *m, const struct rs_pipe *p,
+                                const struct rs_zsock_peer *peer, const struct rs_pipe_conn *conn,
+                                const struct rs_wire_str *secret)
+{
+    struct rs_pipe_owner owner;
+    if (peer->len > RS_PIPE_CLIENT_MAX ||
+        rs_pipe_owner_map_hello(m, p, peer->id, peer->len, conn, secret->ptr, secret->len,
+                                &owner) != RS_PIPE_BIND_REFUSED)
+        return 0;
+    char tag[9];
+    rs_pipe_owner_tag(&owner, tag);
+    rs_log_warn("routing id takeover refused: a hello from client %s (uid %u%s%s) under a "
+                "routing id another client holds", tag, conn->uid, conn->tcp ? ", key " : "",
+                conn->tcp ? conn->key : "");
+    return 1;
 }

@@ -94,6 +94,19 @@ enum rs_pipe_bind rs_pipe_owner_map_hello(rs_pipe_owner_map *m, const struct rs_
                                           size_t secret_len, struct rs_pipe_owner *owner);
 
 /*
+ * A daemon's answer to a hello on peer's connection: binds the routing id
+ * through rs_pipe_owner_map_hello and returns 0 (answer `welcome`), or, for
+ * a takeover attempt by another owner, logs it (owner tag, uid, key; never
+ * the secret) and returns 1 (answer `forbidden`). tokenizerd and postprocd
+ * both answer hellos this way. Daemon thread.
+ */
+struct rs_zsock_peer;
+struct rs_wire_str;
+int rs_pipe_owner_hello_refused(rs_pipe_owner_map *m, const struct rs_pipe *p,
+                                const struct rs_zsock_peer *peer, const struct rs_pipe_conn *conn,
+                                const struct rs_wire_str *secret);
+
+/*
  * The owner of a message from conn under rid: the bound owner when conn is
  * the connection that said hello, else the owner of conn's credentials
  * with no secret (a client that sends no hello). Daemon thread.

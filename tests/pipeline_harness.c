@@ -7,6 +7,8 @@
  */
 #include "tests/pipeline_harness.h"
 
+#include "client/client.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -543,4 +545,14 @@ rs_err rs_harness_config_resolve(struct rs_pipe_config *c, char *err, size_t err
     struct rs_gguf_facts m;
     rs_err rc = rs_gguf_facts_read(c->model_path, &m, err, err_len);
     return rc == RS_OK ? rs_pipe_config_resolve(c, &m, err, err_len) : rc;
+}
+
+struct rs_client *rs_harness_client(const struct rs_harness *h, uint32_t timeout_ms)
+{
+    struct rs_client_opts o;
+    rs_client *c = NULL;
+    rs_client_opts_default(&o);
+    o.rundir = h->rundir;
+    o.request_timeout_ms = timeout_ms;
+    return rs_client_create(&o, &c) == RS_OK ? c : NULL;
 }

@@ -61,6 +61,14 @@ struct rs_harness {
 rs_err rs_harness_start(struct rs_harness *h, const struct rs_harness_opts *o);
 
 /*
+ * A client library instance (client/client.h) on h's instance, with each
+ * request's timeout timeout_ms (generous: CI hosts are slow); NULL when it
+ * cannot be created. Tests and benches make their clients through it.
+ */
+struct rs_client;
+struct rs_client *rs_harness_client(const struct rs_harness *h, uint32_t timeout_ms);
+
+/*
  * Starts one daemon (again): env_spec, when not NULL, is one "NAME=VALUE"
  * put in its environment (e.g. "RS_FAILPOINT=table.claim.after_cas:1").
  * wait_ready = 1 waits for READY (RS_EAGAIN on timeout, RS_EIO if it exited).

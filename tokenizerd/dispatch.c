@@ -79,21 +79,11 @@ static void welcome(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *
 static void hello(struct tokd *t, rs_zsock *sock, const struct rs_zsock_peer *peer,
                   const struct rs_pipe_conn *conn, const struct rs_wire_client_msg *m)
 {
-    struct rs_pipe_owner owner;
-    const struct rs_wire_str *sec = &m->u.hello.secret;
-    if (peer->len <= RS_PIPE_CLIENT_MAX &&
-        rs_pipe_owner_map_hello(t->owners, t->p, peer->id, peer->len, conn, sec->ptr, sec->len,
-                                &owner) == RS_PIPE_BIND_REFUSED) {
-        char tag[9];
-        rs_pipe_owner_tag(&owner, tag);
-        rs_log_warn("routing id takeover refused: a hello from client %s (uid %u%s%s) under a "
-                    "routing id another client holds", tag, conn->uid, conn->tcp ? ", key " : "",
-                    conn->tcp ? conn->key : "");
+    if (rs_pipe_owner_hello_refused(t->owners, t->p, peer, conn, &m->u.hello.secret))
         tokd_reply_error(t, sock, peer, "", RS_WIRE_FORBIDDEN, "this routing id belongs to "
                          "another client; pick another one");
-        return;
-    }
-    welcome(t, sock, peer);
+    else
+        welcome(t, sock, peer);
 }
 
 /* Decodes and routes one received body. */

@@ -167,16 +167,8 @@ static void unpack_q6_k(const uint8_t *src, uint32_t K, const struct kq_wrow *w)
         const uint8_t *blk = src + s * RS_QUANT_Q6_K_BYTES;
         const int8_t *sc = (const int8_t *)(blk + 192);
         float d = half(blk + 208);
+        rs_quant_q6_k_levels(blk, w->q + 256 * s);
         for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
-            for (int i = 0; i < 32; i++) {
-                const int q[4] = {(ql[i] & 15) | (qh[i] & 3) << 4,
-                                  (ql[i + 32] & 15) | (qh[i] >> 2 & 3) << 4,
-                                  (ql[i] >> 4) | (qh[i] >> 4 & 3) << 4,
-                                  (ql[i + 32] >> 4) | (qh[i] >> 6 & 3) << 4};
-                for (int r = 0; r < 4; r++)
-                    w->q[32 * (8 * s + 4 * h + r) + i] = (int8_t)(q[r] - 32);
-            }
             for (int r = 0; r < 4; r++) {
                 uint32_t b = 8 * s + 4 * (uint32_t)h + (uint32_t)r;
                 put_sc(w, b, sc[8 * h + 2 * r], sc[8 * h + 2 * r + 1]);

@@ -41,12 +41,7 @@ static int start(struct rs_harness *h, const char *model, char *path, size_t cap
 
 static rs_client *client_of(const struct rs_harness *h)
 {
-    struct rs_client_opts o;
-    rs_client *c = NULL;
-    rs_client_opts_default(&o);
-    o.rundir = h->rundir;
-    o.request_timeout_ms = 120000;
-    return rs_client_create(&o, &c) == RS_OK ? c : NULL;
+    return rs_harness_client(h, 120000);
 }
 
 /* A request for prompt: greedy when seed is 0, else sampled at temperature 0.9 with it. */

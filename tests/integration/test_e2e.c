@@ -68,12 +68,7 @@ static int start(struct rs_harness *h, uint32_t max_requests, uint32_t kv_blocks
 
 static rs_client *client_of(const struct rs_harness *h)
 {
-    struct rs_client_opts o;
-    rs_client *c = NULL;
-    rs_client_opts_default(&o);
-    o.rundir = h->rundir;
-    o.request_timeout_ms = 180000;
-    return rs_client_create(&o, &c) == RS_OK ? c : NULL;
+    return rs_harness_client(h, 180000);
 }
 
 /* Solo outputs of jobs[0..n), from the engine in this process. */
