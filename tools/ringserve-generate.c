@@ -98,7 +98,7 @@ static const struct rs_opt opts[] = {
     {.name = "block-size", .kind = RS_OPT_U32, .off = A(block_size), .min = 1, .max = 65536,
      .arg = "B", .help = "KV block tokens"},
     {.name = "isa", .kind = RS_OPT_CHOICE, .off = A(isa), .choices = rs_model_isa_names,
-     .choice_vals = rs_model_isa_values, .arg = "auto|avx2|portable",
+     .choice_vals = rs_model_isa_values, .arg = "auto|avx512|avx2|portable",
      .help = "CPU kernels (default auto)"},
     {.name = "ids", .kind = RS_OPT_FLAG, .off = A(print_ids), .val = 1,
      .help = "print the token ids instead of the text"},
