@@ -414,7 +414,9 @@ static int service(rs_client *c, const zmq_pollitem_t *it, uint64_t *next_due)
         on_monitor(c, false, now);
     if (it[3].revents & ZMQ_POLLIN)
         on_monitor(c, true, now);
-    if (it[0].revents & ZMQ_POLLIN)
+    /* tokenizerd first, and also when only postprocd was readable at poll time: an ack
+     * tokenizerd sent before the request was scheduled is then read before its output. */
+    if ((it[0].revents | it[1].revents) & ZMQ_POLLIN)
         drain(c, false, now);
     if (it[1].revents & ZMQ_POLLIN)
         drain(c, true, now);
