@@ -6,9 +6,9 @@
  * prefill chunks (both in (prio, handle) order), then admission of waiting
  * requests in the same order with prefix-cache hits, without skipping the
  * head of the queue except to pass over an owner holding its running-slot
- * cap while another owner waits (owner_cap; those heads keep their place). When blocks run out, the latest running requests not yet
- * in the batch are preempted for recompute (lowest priority, then latest
- * arrival, first). The step-time budget (budget.c) sizes what the chunks
+ * cap while another owner waits (owner_cap; those heads keep their place).
+ * When blocks run out, the latest running requests not yet in the batch are
+ * preempted for recompute (lowest priority, then latest arrival, first). The step-time budget (budget.c) sizes what the chunks
  * and admissions may take once the decodes are planned. Cost per step is
  * O(running + admitted tokens). Leaves out writing the batch (batch.c).
  */
@@ -254,9 +254,9 @@ static int admit(struct sched *s, uint32_t idx, uint32_t *budget)
     return 1;
 }
 
-/* 1 when idx's owner holds owner_cap running slots (paused streams hold theirs too). */
 #define OWNER_LEN sizeof(((struct rs_pipe_req *)0)->owner)
 
+/* 1 when idx's owner holds owner_cap running slots (paused streams hold theirs too). */
 static int over_cap(const struct sched *s, uint32_t idx)
 {
     const uint8_t *o = rs_pipe_req_at(s->p, idx)->owner;
