@@ -354,7 +354,8 @@ static const struct rs_opt opts[] = {
     NUM("flood-each", flood_each, 1, 1024, "requests each flood keeps submitted (300)"),
     NUM("unread", n_unread, 0, 256, "streams nobody reads (30)"),
     NUM("owner-running-share", running_share, 0, 100,
-        "schedulerd's running-slot share per client, percent\n(0: schedulerd's default; 100: no cap)"),
+        "schedulerd's running-slot share per client, percent\n"
+        "(0: schedulerd's default; 100: no cap)"),
     {0},
 };
 

@@ -21,7 +21,7 @@
 /* Defaults of the step-time budget (schedulerd/README.md, "Step-time budget"). */
 #define MAX_STEP_MS_DEFAULT 100.0
 #define MIN_PREFILL_DEFAULT 32
-/* Default running-slot share of one owner while others wait (schedulerd/README.md, "Planning a step"). */
+/* Running-slot share of one owner while others wait (schedulerd/README.md, "Planning a step"). */
 #define OWNER_RUNNING_SHARE_DEFAULT 25
 
 struct schedd {

@@ -8,9 +8,11 @@
  * head of the queue except to pass over an owner holding its running-slot
  * cap while another owner waits (owner_cap; those heads keep their place).
  * When blocks run out, the latest running requests not yet in the batch are
- * preempted for recompute (lowest priority, then latest arrival, first). The step-time budget (budget.c) sizes what the chunks
- * and admissions may take once the decodes are planned. Cost per step is
- * O(running + admitted tokens). Leaves out writing the batch (batch.c).
+ * preempted for recompute (lowest priority, then latest arrival, first).
+ * The step-time budget (budget.c) sizes what the chunks and admissions may
+ * take once the decodes are planned. Cost per step is O(running + admitted
+ * tokens), plus O(running) per head passed over for the cap. Leaves out
+ * writing the batch (batch.c).
  */
 #include <string.h>
 
