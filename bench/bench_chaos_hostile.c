@@ -44,6 +44,7 @@ struct good {
 
 struct cfg {
     uint32_t n_good, n_req, n_flood, flood_each, n_unread;
+    uint32_t running_share; /* schedulerd --owner-running-share; 0: its default */
 };
 
 static struct good goods[MAX_GOOD];
@@ -352,6 +353,9 @@ static const struct rs_opt opts[] = {
     NUM("floods", n_flood, 0, 8, "flooding clients (2)"),
     NUM("flood-each", flood_each, 1, 1024, "requests each flood keeps submitted (300)"),
     NUM("unread", n_unread, 0, 256, "streams nobody reads (30)"),
+    NUM("owner-running-share", running_share, 0, 100,
+        "schedulerd's running-slot share per client, percent\n"
+        "(0: schedulerd's default; 100: no cap)"),
     {0},
 };
 
@@ -374,6 +378,12 @@ int main(int argc, char **argv)
     }
     ho.n_ctx = 256;
     ho.max_requests = 1024;
+    static char share[16];
+    if (c.running_share != 0) {
+        snprintf(share, sizeof(share), "%u", c.running_share);
+        ho.extra[RS_PIPE_STAGE_SCHEDULERD][0] = "--owner-running-share";
+        ho.extra[RS_PIPE_STAGE_SCHEDULERD][1] = share;
+    }
     rs_log_set_level(RS_LOG_WARN);
     if (rs_harness_start(&h, &ho) != RS_OK)
         return 1;

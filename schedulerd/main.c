@@ -21,16 +21,20 @@
 /* Defaults of the step-time budget (schedulerd/README.md, "Step-time budget"). */
 #define MAX_STEP_MS_DEFAULT 100.0
 #define MIN_PREFILL_DEFAULT 32
+/* Running-slot share of one owner while others wait (schedulerd/README.md, "Planning a step"). */
+#define OWNER_RUNNING_SHARE_DEFAULT 25
 
 struct schedd {
     struct sched *s;
     struct budget_opts budget;
+    struct admit_opts admit;
     int wait_ms;           /* the first pass works at once: a restart may find a batch to plan */
     struct rs_wire_door door;
 };
 
 /* static: a fenced exit leaves it as it is (stage.h) */
-static struct schedd the_daemon = {.budget = {MAX_STEP_MS_DEFAULT, MIN_PREFILL_DEFAULT}};
+static struct schedd the_daemon = {.budget = {MAX_STEP_MS_DEFAULT, MIN_PREFILL_DEFAULT},
+                                   .admit = {OWNER_RUNNING_SHARE_DEFAULT}};
 
 #define BO(f) (offsetof(struct budget_opts, f))
 static const struct rs_opt budget_opt_table[] = {
@@ -47,16 +51,29 @@ static const struct rs_opt budget_opt_table[] = {
     {0},
 };
 
+#define AO(f) (offsetof(struct admit_opts, f))
+static const struct rs_opt admit_opt_table[] = {
+    {.name = "owner-running-share", .kind = RS_OPT_U32, .off = AO(owner_running_share),
+     .min = 1, .max = 100, .arg = "PCT",
+     .help = "running slots one client may hold while another's\n"
+             "requests wait: max(1, ceil(PCT% of --max-seqs));\n"
+             "a client alone uses them all (default 25; 100: off)"},
+    {0},
+};
+
 static const struct rs_opt_group groups[] = {
     {"schedulerd options", budget_opt_table, &the_daemon.budget, NULL},
+    {NULL, admit_opt_table, &the_daemon.admit, NULL},
 };
 
 static rs_err schedulerd_attach(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct schedd *d = self;
     rs_err rc = sched_create(st->p, &st->doors, &d->s);
-    if (rc == RS_OK)
+    if (rc == RS_OK) {
         d->s->budget = d->budget;
+        d->s->owner_cap = sched_owner_cap(d->s->cfg.max_seqs, d->admit.owner_running_share);
+    }
     if (rc != RS_OK)
         snprintf(err, err_len, "cannot rebuild the schedule from shared memory: %s",
                  rs_strerror(rc));
@@ -68,10 +85,12 @@ static void schedulerd_ready(void *self, struct rs_stage *st)
     const struct rs_pipe_config *c = &st->args.cfg;
     const struct schedd *d = self;
     rs_log_info("serving instance %s: %u KV blocks of %u tokens, %u seqs / %u tokens per "
-                "step, prefix caching %s, policy %s, step budget %g ms (min %u prefill tokens)",
+                "step, prefix caching %s, policy %s, step budget %g ms (min %u prefill tokens), "
+                "%u running slots per client while others wait",
                 c->instance, c->n_kv_blocks, c->block_size, c->max_seqs, c->max_batched_tokens,
                 c->prefix_caching ? "on" : "off", c->priority_policy ? "priority" : "fcfs",
-                d->budget.max_step_ms, d->budget.min_prefill);
+                d->budget.max_step_ms, d->budget.min_prefill,
+                d->s->owner_cap ? d->s->owner_cap : c->max_seqs);
 }
 
 /* Applies one doorbell; returns 1 when it asks for a rescan. */

@@ -5,12 +5,17 @@
  * max_seqs and max_batched_tokens. Order: running decodes, then running
  * prefill chunks (both in (prio, handle) order), then admission of waiting
  * requests in the same order with prefix-cache hits, without skipping the
- * head of the queue. When blocks run out, the latest running requests not yet
- * in the batch are preempted for recompute (lowest priority, then latest
- * arrival, first). The step-time budget (budget.c) sizes what the chunks
- * and admissions may take once the decodes are planned. Cost per step is
- * O(running + admitted tokens). Leaves out writing the batch (batch.c).
+ * head of the queue except to pass over an owner holding its running-slot
+ * cap while another owner waits (owner_cap; those heads keep their place).
+ * When blocks run out, the latest running requests not yet in the batch are
+ * preempted for recompute (lowest priority, then latest arrival, first).
+ * The step-time budget (budget.c) sizes what the chunks and admissions may
+ * take once the decodes are planned. Cost per step is O(running + admitted
+ * tokens), plus O(running) per head passed over for the cap. Leaves out
+ * writing the batch (batch.c).
  */
+#include <string.h>
+
 #include "common/clock.h"
 #include "common/log.h"
 #include "ipc/failpoint.h"
@@ -251,18 +256,56 @@ static int admit(struct sched *s, uint32_t idx, uint32_t *budget)
     return 1;
 }
 
+#define OWNER_LEN sizeof(((struct rs_pipe_req *)0)->owner)
+
+/* 1 when idx's owner holds owner_cap running slots (paused streams hold theirs too). */
+static int over_cap(const struct sched *s, uint32_t idx)
+{
+    const uint8_t *o = rs_pipe_req_at(s->p, idx)->owner;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->n_run && n < s->owner_cap; i++)
+        n += memcmp(rs_pipe_req_at(s->p, s->run[i])->owner, o, OWNER_LEN) == 0;
+    return n >= s->owner_cap;
+}
+
+/*
+ * The next waiting request to consider: the head, unless its owner is at
+ * its cap; then heads are set aside until one of an owner below its cap
+ * (or one with a finish word, to be ended). When only capped owners wait,
+ * everything goes back and the head is taken anyway (*capped_only set for
+ * the rest of the step): the cap makes room for others, it never idles a
+ * slot. SCHED_NONE when nothing waits.
+ */
+static uint32_t admit_next(struct sched *s, int *capped_only)
+{
+    while (s->owner_cap != 0 && !*capped_only && s->n_heap > 0 &&
+           finish_due(s, waitq_top(s)) == 0 && over_cap(s, waitq_top(s)))
+        waitq_set_aside(s);
+    if (s->n_heap == 0 && s->n_aside > 0) {
+        *capped_only = 1;
+        waitq_restore(s);
+    }
+    return waitq_top(s);
+}
+
 static int plan_admit(struct sched *s, uint32_t *budget)
 {
-    while (*budget > 0 && s->n_plan < s->cfg.max_seqs && s->n_free_slots > 0 && s->n_heap > 0) {
-        uint32_t idx = waitq_top(s);
+    int capped_only = 0, rc = 0;
+    while (*budget > 0 && s->n_plan < s->cfg.max_seqs && s->n_free_slots > 0) {
+        uint32_t idx = admit_next(s, &capped_only);
+        if (idx == SCHED_NONE)
+            break;
         uint32_t w = finish_due(s, idx);
-        int rc = w != 0 ? (int)req_finish(s, idx, w) : admit(s, idx, budget);
-        if (rc == RS_ESTALE && s->fenced)
-            return RS_ESTALE;
-        if (rc == 0 && w == 0)
+        int got = w != 0 ? (int)req_finish(s, idx, w) : admit(s, idx, budget);
+        if (got == RS_ESTALE && s->fenced) {
+            rc = RS_ESTALE;
+            break;
+        }
+        if (got == 0 && w == 0)
             break;
     }
-    return 0;
+    waitq_restore(s); /* what was passed over keeps its place for the next step */
+    return rc;
 }
 
 int plan_step(struct sched *s)

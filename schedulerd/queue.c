@@ -62,6 +62,18 @@ void waitq_push(struct sched *s, uint32_t idx)
     sift_up(s, s->n_heap - 1);
 }
 
+/* Takes the entry at heap position pos out. */
+static void remove_at(struct sched *s, uint32_t pos)
+{
+    s->req[s->heap[pos]].heap_pos = SCHED_NONE;
+    uint32_t last = s->heap[--s->n_heap];
+    if (pos == s->n_heap)
+        return;
+    heap_set(s, pos, last);
+    sift_up(s, pos);
+    sift_down(s, s->req[last].heap_pos);
+}
+
 void waitq_remove(struct sched *s, uint32_t idx)
 {
     uint32_t pos = s->req[idx].heap_pos;
@@ -69,13 +81,20 @@ void waitq_remove(struct sched *s, uint32_t idx)
         return;
     if (pos == 0)
         fair_served(s, idx); /* the top leaves when admitted (a cancel anywhere does not) */
-    s->req[idx].heap_pos = SCHED_NONE;
-    uint32_t last = s->heap[--s->n_heap];
-    if (pos == s->n_heap)
-        return;
-    heap_set(s, pos, last);
-    sift_up(s, pos);
-    sift_down(s, s->req[last].heap_pos);
+    remove_at(s, pos);
+}
+
+void waitq_set_aside(struct sched *s)
+{
+    uint32_t idx = s->heap[0];
+    remove_at(s, 0); /* not served: it goes back with its round and handle unchanged */
+    s->aside[s->n_aside++] = idx;
+}
+
+void waitq_restore(struct sched *s)
+{
+    while (s->n_aside > 0)
+        waitq_push(s, s->aside[--s->n_aside]); /* stamped already: keeps its key */
 }
 
 /* First position whose request does not order before idx. */

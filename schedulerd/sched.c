@@ -67,6 +67,7 @@ void sched_destroy(struct sched **sp)
     free(s->tokbuf);
     free(s->blkbuf);
     free(s->hashbuf);
+    free(s->aside);
     fair_destroy(&s->fair);
     free(s);
     *sp = NULL;
@@ -94,11 +95,12 @@ rs_err sched_create(struct rs_pipe *p, struct rs_pipe_doors *doors, struct sched
     s->tokbuf = calloc(c->n_ctx, sizeof(int32_t));
     s->blkbuf = calloc(c->max_blocks_per_seq, sizeof(uint32_t));
     s->hashbuf = calloc(c->max_blocks_per_seq, sizeof(uint64_t));
+    s->aside = calloc(c->max_requests, sizeof(uint32_t));
     rs_err rc = RS_ENOMEM;
     if (fair_create(c->max_requests, &s->fair) != RS_OK)
         s->fair = NULL;
     if (s->req && s->heap && s->run && s->free_slots && s->slot_req && s->plan && s->flight &&
-        s->tokbuf && s->blkbuf && s->hashbuf && s->fair)
+        s->tokbuf && s->blkbuf && s->hashbuf && s->aside && s->fair)
         rc = kv_block_init(&s->kv, p->kv_meta, c->n_kv_blocks, c->block_size);
     else
         rs_log_error("scheduler state for %u requests: out of memory", c->max_requests);
@@ -113,6 +115,14 @@ rs_err sched_create(struct rs_pipe *p, struct rs_pipe_doors *doors, struct sched
     }
     *out = s;
     return RS_OK;
+}
+
+uint32_t sched_owner_cap(uint32_t max_seqs, uint32_t share)
+{
+    if (share >= 100)
+        return 0;
+    uint32_t cap = (uint32_t)(((uint64_t)max_seqs * share + 99) / 100);
+    return cap > 0 ? cap : 1;
 }
 
 void sched_note_ready(struct sched *s, uint32_t idx, uint32_t gen)

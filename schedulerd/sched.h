@@ -176,7 +176,17 @@ struct sched {
     uint64_t *hashbuf;           /* cfg.max_blocks_per_seq hashes of scratch */
     struct budget_opts budget;   /* zero (no budget) from sched_create; main.c sets it */
     struct fair *fair;           /* rounds per owner (fair.c) */
+    uint32_t owner_cap;          /* running slots one owner may hold while others wait; 0 none */
+    uint32_t *aside, n_aside;    /* waiting heads passed over this step (plan.c), cfg.max_requests */
 };
+
+/* Admission options (schedulerd --owner-running-share). */
+struct admit_opts {
+    uint32_t owner_running_share; /* percent of max_seqs one owner may run; 100: no cap */
+};
+
+/* The running-slot cap of `share` percent of max_seqs: max(1, ceil); 0 (none) at 100. */
+uint32_t sched_owner_cap(uint32_t max_seqs, uint32_t share);
 
 /* fair.c ------------------------------------------------------------------------------------- */
 
@@ -241,6 +251,9 @@ void sched_ring(struct sched *s, enum rs_pipe_stage to, enum rs_wire_door_kind k
 /* Adds waiting request idx / takes it out (no-op if absent): O(log n). */
 void waitq_push(struct sched *s, uint32_t idx);
 void waitq_remove(struct sched *s, uint32_t idx);
+/* Moves the top to s->aside without counting it served; waitq_restore puts all back. */
+void waitq_set_aside(struct sched *s);
+void waitq_restore(struct sched *s);
 /* The first waiting request in (prio, handle) order, SCHED_NONE when empty. */
 static inline uint32_t waitq_top(const struct sched *s)
 {
@@ -308,7 +321,8 @@ rs_err req_reset_all(struct sched *s, uint32_t inc);
  * budget for prefill, budget.c): running requests in (prio, handle) order (finishing those with a finish word, allocating
  * blocks, preempting the latest ones not yet in the batch when blocks run
  * out), then admits waiting requests in order with prefix-cache hits while
- * slots, tokens and blocks last. Returns the number of sequences planned, or
+ * slots, tokens and blocks last, passing over owners at owner_cap while
+ * another owner waits. Returns the number of sequences planned, or
  * RS_ESTALE once fenced. Only with nothing in flight.
  */
 int plan_step(struct sched *s);

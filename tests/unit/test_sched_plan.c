@@ -285,6 +285,76 @@ static int test_owners_take_turns_in_the_waiting_queue(void)
     return 0;
 }
 
+/* Requests of owner byte `o` running (st SR_RUNNING) or waiting (SR_WAITING). */
+static uint32_t owned(struct px *x, uint8_t o, uint8_t st)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < (int)x->f.n_req; i++)
+        n += rec_of(x, i)->owner[0] == o && x->s->req[x->f.req[i].ref.index].st == st &&
+             !x->f.req[i].done;
+    return n;
+}
+
+/*
+ * The running-slot cap (2 of 4 slots): owner A floods 8 requests while
+ * nobody else waits and takes all 4 slots (a client alone is never held
+ * back). Owner B then submits 3; they come between A's by round. When two
+ * of A's end, B takes both slots (A, at its cap, is passed over though its
+ * next request is ahead of B's second); once nothing of B waits, A goes
+ * past its cap again. A's requests start in their own order and all 11
+ * complete with their tokens checked.
+ */
+static int test_an_owner_at_its_running_cap_is_passed_over(void)
+{
+    struct rs_pipe_config c;
+    struct px x;
+    int rc = sfx_config(&c, 64, 64, 4, 256);
+    if (rc != 0)
+        return rc;
+    if ((rc = px_open(&x, &c)) != 0)
+        return rc;
+    x.s->owner_cap = sched_owner_cap(4, 50);
+    RS_CHECK(x.s->owner_cap == 2 && sched_owner_cap(4, 1) == 1 && sched_owner_cap(4, 100) == 0);
+    for (int i = 0; i < 8; i++) {
+        RS_CHECK(submit(&x, 8, 0, 0, 3 + (uint32_t)i % 2, 0) == i);
+        rec_of(&x, i)->owner[0] = 0xa;
+    }
+    struct sfx_batch bt;
+    RS_CHECK(px_plan(&x, &bt) == 1 && bt.b->n_seqs == 4 && owned(&x, 0xa, SR_RUNNING) == 4);
+    RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    for (int i = 8; i < 11; i++) {
+        RS_CHECK(submit(&x, 8, 0, 0, 3, 0) == i);
+        rec_of(&x, i)->owner[0] = 0xb;
+    }
+    int b_started = 0, a_over_cap_late = 0, a_next = 4;
+    for (int step = 0; step < 60; step++) {
+        int got = px_plan(&x, &bt);
+        RS_CHECK_MSG(got >= 0, "%s", x.f.why);
+        uint32_t a = owned(&x, 0xa, SR_RUNNING), b = owned(&x, 0xb, SR_RUNNING);
+        if (!b_started && b > 0) {
+            RS_CHECK_MSG(a == 2 && b == 2, "B admitted beside A: A runs %u, B %u", a, b);
+            b_started = 1;
+        }
+        a_over_cap_late |= b_started && owned(&x, 0xb, SR_WAITING) == 0 && a > 2;
+        for (int i = 4; i < 8; i++) /* A's waiting requests start in their order */
+            if (i >= a_next && x.s->req[x.f.req[i].ref.index].st == SR_RUNNING) {
+                RS_CHECK_MSG(i == a_next, "A's request %d started before %d", i, a_next);
+                a_next++;
+            }
+        RS_CHECK_MSG(sfx_reap(&x.f) >= 0, "%s", x.f.why);
+        if (got == 0)
+            break;
+        RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+    }
+    RS_CHECK(b_started && a_over_cap_late);
+    for (int i = 0; i < 11; i++)
+        RS_CHECK_MSG(x.f.req[i].n_out == (i < 8 ? 3 + (uint32_t)i % 2 : 3),
+                     "request %d made %u tokens", i, x.f.req[i].n_out);
+    RS_CHECK(a_next == 8 && x.s->n_run == 0 && x.s->n_heap == 0);
+    px_close(&x);
+    return 0;
+}
+
 /*
  * A stream nobody reads (postprocd marked its client unreachable and sent
  * nothing) pauses FAIR_PAUSE_BACKLOG tokens ahead, keeping its slot and KV
@@ -490,6 +560,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_preemption_takes_the_latest_arrival),
     RS_TEST(test_priority_orders_admission_and_preemption),
     RS_TEST(test_owners_take_turns_in_the_waiting_queue),
+    RS_TEST(test_an_owner_at_its_running_cap_is_passed_over),
     RS_TEST(test_a_stream_nobody_reads_pauses_with_its_kv_kept),
     RS_TEST(test_prefix_hit_skips_cached_blocks),
     RS_TEST(test_whole_prompt_cached_still_computes_its_last_block),
