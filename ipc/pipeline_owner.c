@@ -199,14 +199,34 @@ enum rs_pipe_bind rs_pipe_owner_map_hello(rs_pipe_owner_map *m, const struct rs_
     return RS_PIPE_BIND_NEW;
 }
 
+static int same_conn(const struct rs_pipe_conn *a, const struct rs_pipe_conn *b)
+{
+    return a->fd == b->fd && a->dev == b->dev && a->ino == b->ino;
+}
+
+/*
+ * A message under a routing id whose hello connection is still open came on
+ * that connection: the client ROUTERs never hand a connected routing id to a
+ * second connection. So when the descriptor libzmq reports for it does not
+ * match (ZMQ_SRCFD is read per message and can differ), the same transport
+ * credentials are enough; without this a client's generate could be stored
+ * under its credentials alone, and its own resends, holding the secret, be
+ * refused as another owner's.
+ */
+static int same_peer_while_open(const struct rs_pipe_conn *bound, const struct rs_pipe_conn *c)
+{
+    if (bound->tcp != c->tcp || !rs_pipe_conn_alive(bound))
+        return 0;
+    return c->tcp ? strcmp(bound->key, c->key) == 0 : bound->uid == c->uid;
+}
+
 void rs_pipe_owner_map_owner(rs_pipe_owner_map *m, const uint8_t *rid, uint32_t rid_len,
                              const struct rs_pipe_conn *conn, struct rs_pipe_owner *owner)
 {
     struct bind_entry *e = NULL;
     if (rid_len > 0 && rid_len <= RS_PIPE_CLIENT_MAX)
         e = lookup(m, conn->tcp, rid, rid_len, 0);
-    if (e != NULL && e->conn.fd == conn->fd && e->conn.dev == conn->dev &&
-        e->conn.ino == conn->ino) {
+    if (e != NULL && (same_conn(&e->conn, conn) || same_peer_while_open(&e->conn, conn))) {
         e->last_ns = rs_clock_ns();
         *owner = e->owner;
         return;
