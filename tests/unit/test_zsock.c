@@ -498,20 +498,23 @@ static void sleepy_client(const char *ep)
 
 static int test_heartbeat_drops_stopped_peer(void)
 {
-    void *ctx = zmq_ctx_new();
     char ep[256];
     rs_zsock *router;
     ipc_endpoint(ep, sizeof(ep), "hb");
+    /* Fork before this process has threads: a child forked while an I/O thread holds an
+     * allocator lock inherits it held, and its own I/O thread then never connects. The
+     * child's connect retries until the bind below. */
+    pid_t pid = fork();
+    RS_CHECK(pid >= 0);
+    if (pid == 0)
+        sleepy_client(ep);
+    void *ctx = zmq_ctx_new();
     struct rs_zsock_cfg rc = cfg_of(RS_ZSOCK_ROUTER);
     /* Generous against a loaded CI host: a live but descheduled peer must not miss its pings. */
     rc.heartbeat_ivl_ms = 250;
     rc.heartbeat_timeout_ms = 1500;
     /* No monitor of our own: a bound ROUTER's one monitor slot is its connection cap's. */
     RS_CHECK(rs_zsock_create(ctx, RS_ZSOCK_ROUTER, ep, &rc, &router) == RS_OK);
-    pid_t pid = fork();
-    RS_CHECK(pid >= 0);
-    if (pid == 0)
-        sleepy_client(ep);
     struct rs_zsock_peer peer;
     zmq_msg_t body;
     zmq_msg_init(&body);
