@@ -101,18 +101,21 @@ int ld_spawn(struct ld *d)
     for (int i = 0; i < d->n_extra && argc < LD_MAX_ARGS - 1; i++)
         argv[argc++] = d->extra[i];
     fflush(NULL);
+    /* The environment is set here, not in the child: between fork and exec the child may
+     * not allocate (another thread may have held the allocator's lock at the fork). */
+    if (d->failpoint != NULL)
+        setenv("RS_FAILPOINT", d->failpoint, 1);
+    else
+        unsetenv("RS_FAILPOINT");
     pid_t pid = fork();
     if (pid == 0) {
         int fd = open(d->log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0)
             dup2(fd, STDERR_FILENO);
-        if (d->failpoint != NULL)
-            setenv("RS_FAILPOINT", d->failpoint, 1);
-        else
-            unsetenv("RS_FAILPOINT");
         execv(d->bin, (char *const *)argv);
         _exit(127);
     }
+    unsetenv("RS_FAILPOINT");
     if (pid < 0)
         return ld_fail("fork", strerror(errno));
     d->pid = pid;

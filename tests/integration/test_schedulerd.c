@@ -86,12 +86,13 @@ static pid_t ix_spawn(struct ix *x, const char *const *extra)
     for (int i = 0; extra != NULL && extra[i] != NULL && n < 39; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
+    /* Set here, not in the child: between fork and exec the child may not allocate. */
+    if (x->fault != NULL)
+        setenv("RS_DOORBELL_FAULT", x->fault, 1);
+    if (x->failpoint[0] != '\0')
+        setenv("RS_FAILPOINT", x->failpoint, 1);
     pid_t pid = fork();
     if (pid == 0) {
-        if (x->fault != NULL)
-            setenv("RS_DOORBELL_FAULT", x->fault, 1);
-        if (x->failpoint[0] != '\0')
-            setenv("RS_FAILPOINT", x->failpoint, 1);
         if (x->log[0] != '\0') {
             int fd = open(x->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
             if (fd >= 0)
@@ -100,6 +101,8 @@ static pid_t ix_spawn(struct ix *x, const char *const *extra)
         execv(path, (char *const *)argv);
         _exit(127);
     }
+    unsetenv("RS_DOORBELL_FAULT");
+    unsetenv("RS_FAILPOINT");
     return pid;
 }
 
