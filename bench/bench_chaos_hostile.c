@@ -8,15 +8,21 @@
  * --unread streams nobody reads (a raw DEALER pair that says hello and never
  * receives, RCVHWM 4) and thieves (sockets under each good client's routing
  * id: hello with their own secret, resume and cancel of its requests) run.
+ * The hostile population runs in a process of its own (this binary again,
+ * with --attacker), as an attacker would: its own event loop does not delay
+ * the good clients' callbacks, and both loops sleep in poll when nothing is
+ * ready, so what the good clients feel is the server's doing.
  * Prints, for the good clients: completed / lost / changed against the quiet
  * run, end-to-end latency p50/p99 quiet and hostile and their ratio; what the
  * thieves received; how many flood requests were accepted or overloaded.
  * Exit 0 when the good clients lost nothing and the thieves received no
  * output. Timings are printed, never asserted.
  */
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -44,7 +50,10 @@ struct good {
 
 struct cfg {
     uint32_t n_good, n_req, n_flood, flood_each, n_unread;
-    uint32_t running_share; /* schedulerd --owner-running-share; 0: its default */
+    uint32_t running_share;  /* schedulerd --owner-running-share; 0: its default */
+    const char *step_factor; /* schedulerd --fair-step-factor; NULL: its default */
+    const char *attacker;    /* --attacker RUNDIR: be the hostile process */
+    const char *victims;     /* --victims HEX,HEX..: the good clients' routing ids */
 };
 
 static struct good goods[MAX_GOOD];
@@ -143,7 +152,7 @@ static void send_msg(rs_zsock *s, const struct rs_wire_client_msg *m)
 }
 
 /* One round of the good clients: each runs n_req requests one after another. */
-static void good_round(uint32_t n_good, uint32_t n_req, int (*tick)(void *), void *ctx)
+static void good_round(uint32_t n_good, uint32_t n_req)
 {
     for (uint32_t i = 0; i < n_good; i++) {
         memset(goods[i].len, 0, sizeof(goods[i].len));
@@ -163,14 +172,13 @@ static void good_round(uint32_t n_good, uint32_t n_req, int (*tick)(void *), voi
                     gd->lost++;
             }
             idle += !gd->busy && k >= n_req;
-            rs_client_poll(gd->c, 0);
         }
         if (idle == n_good)
             return;
-        if (tick != NULL)
-            tick(ctx);
-        else
-            usleep(200);
+        rs_client *cs[MAX_GOOD];
+        for (uint32_t i = 0; i < n_good; i++)
+            cs[i] = goods[i].c;
+        rs_client_poll_set(cs, n_good, 5);
     }
 }
 
@@ -178,6 +186,8 @@ static void good_round(uint32_t n_good, uint32_t n_req, int (*tick)(void *), voi
 struct hostile {
     const struct rs_harness *h;
     void *zctx;
+    uint8_t victim[MAX_GOOD][256]; /* the good clients' routing ids */
+    size_t victim_len[MAX_GOOD];
     rs_client *flood[8];
     uint32_t n_flood, flood_each, in_flight[8];
     rs_zsock *unread_tok, *unread_post;
@@ -227,9 +237,9 @@ static void thieves_try(struct hostile *x)
         }
 }
 
-static int hostile_tick(void *ctx)
+/* One turn of the attacker's loop; waits up to 5 ms in poll, for its clients or for fd. */
+static void hostile_tick(struct hostile *x, struct rs_client_pollfd *fd)
 {
-    struct hostile *x = ctx;
     for (uint32_t f = 0; f < x->n_flood; f++) {
         while (x->in_flight[f] < x->flood_each) {
             struct rs_wire_generate g;
@@ -238,11 +248,10 @@ static int hostile_tick(void *ctx)
                 break;
             x->in_flight[f]++;
         }
-        rs_client_poll(x->flood[f], 0);
     }
+    rs_client_poll_fds(x->flood, x->n_flood, fd, fd != NULL, 5);
     thieves_try(x);
     drain_thieves(x);
-    return 0;
 }
 
 /* Streams nobody reads: hello to postprocd (so their output is theirs), then n generates. */
@@ -310,7 +319,6 @@ static uint32_t lost_of(const struct cfg *c)
 
 static int start_hostile(struct hostile *x, const struct rs_harness *h, const struct cfg *c)
 {
-    memset(x, 0, sizeof(*x));
     x->h = h;
     x->zctx = zmq_ctx_new();
     x->n_flood = c->n_flood;
@@ -321,12 +329,10 @@ static int start_hostile(struct hostile *x, const struct rs_harness *h, const st
         if ((x->flood[f] = client_of(h)) == NULL)
             return 1;
     for (uint32_t i = 0; i < c->n_good; i++) {
-        size_t len;
-        const uint8_t *rid = rs_client_routing_id(goods[i].c, &len);
         char secret[32];
         snprintf(secret, sizeof(secret), "thief-secret-%05u", i);
-        x->thief_post[i] = raw(x->zctx, h, "postprocd", rid, len, 0, secret);
-        x->thief_tok[i] = raw(x->zctx, h, "tokenizerd", rid, len, 0, secret);
+        x->thief_post[i] = raw(x->zctx, h, "postprocd", x->victim[i], x->victim_len[i], 0, secret);
+        x->thief_tok[i] = raw(x->zctx, h, "tokenizerd", x->victim[i], x->victim_len[i], 0, secret);
     }
     return start_unread(x, c->n_unread);
 }
@@ -356,8 +362,165 @@ static const struct rs_opt opts[] = {
     NUM("owner-running-share", running_share, 0, 100,
         "schedulerd's running-slot share per client, percent\n"
         "(0: schedulerd's default; 100: no cap)"),
+    {.name = "fair-step-factor", .kind = RS_OPT_ARG, .off = O(step_factor), .arg = "F",
+     .help = "schedulerd's --fair-step-factor (default: its own, 2;\n0: off)"},
+    {.name = "attacker", .kind = RS_OPT_ARG, .off = O(attacker), .arg = "RUNDIR",
+     .help = "(internal) be the hostile process against the pipeline\nin RUNDIR"},
+    {.name = "victims", .kind = RS_OPT_ARG, .off = O(victims), .arg = "HEX,..",
+     .help = "(internal) the good clients' routing ids, for --attacker"},
     {0},
 };
+
+static int hex_nibble(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    return -1;
+}
+
+/* "HEX,HEX,..." into x->victim; the number read, or -1 on a malformed list. */
+static int parse_victims(struct hostile *x, const char *list)
+{
+    int n = 0;
+    for (const char *p = list; p != NULL && *p != '\0' && n < MAX_GOOD; n++) {
+        size_t len = 0;
+        for (; p[0] != '\0' && p[0] != ','; p += 2) {
+            int hi = hex_nibble(p[0]), lo = p[1] != '\0' ? hex_nibble(p[1]) : -1;
+            if (hi < 0 || lo < 0 || len >= sizeof(x->victim[0]))
+                return -1;
+            x->victim[n][len++] = (uint8_t)(hi << 4 | lo);
+        }
+        x->victim_len[n] = len;
+        p += *p == ',';
+    }
+    return n;
+}
+
+/* The hostile process: fills the floods for 2 s, says "ready", attacks until its stdin
+ * closes, then prints its counts on one line. */
+static int attacker_main(struct cfg *c)
+{
+    static struct hostile x;
+    static struct rs_harness hh;
+    snprintf(hh.rundir, sizeof(hh.rundir), "%s", c->attacker);
+    int n = parse_victims(&x, c->victims);
+    if (n < 0 || (uint32_t)n != c->n_good) {
+        fprintf(stderr, "bench_chaos_hostile: --victims needs %u routing ids in hex\n",
+                c->n_good);
+        return 1;
+    }
+    if (start_hostile(&x, &hh, c) != 0) {
+        fprintf(stderr, "bench_chaos_hostile: the hostile population could not start\n");
+        return 1;
+    }
+    for (uint64_t t0 = rs_clock_ns(); rs_clock_ns() - t0 < 2000000000ull;)
+        hostile_tick(&x, NULL); /* let the floods fill their shares */
+    printf("ready\n");
+    fflush(stdout);
+    for (;;) {
+        struct rs_client_pollfd in = {.fd = STDIN_FILENO, .events = RS_CLIENT_POLLIN};
+        hostile_tick(&x, &in);
+        if (in.revents != 0)
+            break; /* the driver closed our stdin: done */
+    }
+    drain_thieves(&x);
+    printf("%llu %llu %llu %llu %llu\n", (unsigned long long)flood_ok,
+           (unsigned long long)flood_over, (unsigned long long)flood_other,
+           (unsigned long long)x.thief_msgs, (unsigned long long)x.thief_output);
+    fflush(stdout);
+    stop_hostile(&x);
+    return 0;
+}
+
+/* The attacker process and the counts it printed. */
+struct attack {
+    pid_t pid;
+    FILE *from;
+    int to;
+    unsigned long long ok, over, other, thief_msgs, thief_output;
+};
+
+/* Starts this binary as the attacker against h and waits for its "ready". */
+static int attack_start(struct attack *a, const struct rs_harness *h, const struct cfg *c)
+{
+    static char victims[MAX_GOOD * 520], nums[5][16];
+    size_t at = 0;
+    for (uint32_t i = 0; i < c->n_good; i++) {
+        size_t len;
+        const uint8_t *rid = rs_client_routing_id(goods[i].c, &len);
+        for (size_t k = 0; k < len && at + 4 < sizeof(victims); k++)
+            at += (size_t)snprintf(victims + at, sizeof(victims) - at, "%02x", rid[k]);
+        if (i + 1 < c->n_good && at + 2 < sizeof(victims))
+            victims[at++] = ',';
+    }
+    victims[at] = '\0';
+    uint32_t v[5] = {c->n_good, c->n_req, c->n_flood, c->flood_each, c->n_unread};
+    for (int i = 0; i < 5; i++)
+        snprintf(nums[i], sizeof(nums[i]), "%u", v[i]);
+    char *const argv[] = {"bench_chaos_hostile", "--attacker", (char *)h->rundir, "--victims",
+                          victims, "--good", nums[0], "--requests", nums[1], "--floods",
+                          nums[2], "--flood-each", nums[3], "--unread", nums[4], NULL};
+    int to[2], from[2];
+    if (pipe(to) != 0 || pipe(from) != 0)
+        return 1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, to[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, from[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, to[1]);
+    posix_spawn_file_actions_addclose(&fa, from[0]);
+    extern char **environ;
+    int e = posix_spawn(&a->pid, "/proc/self/exe", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(to[0]);
+    close(from[1]);
+    a->to = to[1];
+    a->from = fdopen(from[0], "r");
+    char line[64];
+    if (e != 0 || a->from == NULL || fgets(line, sizeof(line), a->from) == NULL ||
+        strcmp(line, "ready\n") != 0) {
+        fprintf(stderr, "bench_chaos_hostile: the attacker did not start (%s)\n",
+                e != 0 ? strerror(e) : "no ready line");
+        return 1;
+    }
+    return 0;
+}
+
+/* Ends the attack and reads the attacker's counts. */
+static int attack_stop(struct attack *a)
+{
+    if (a->pid <= 0)
+        return 1;
+    close(a->to);
+    int got = a->from == NULL ? 0 : fscanf(a->from, "%llu %llu %llu %llu %llu", &a->ok,
+                                           &a->over, &a->other, &a->thief_msgs,
+                                           &a->thief_output);
+    if (a->from != NULL)
+        fclose(a->from);
+    int st = 0;
+    waitpid(a->pid, &st, 0);
+    return got == 5 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+static void report(const struct cfg *c, const struct attack *a, uint32_t n_q, uint32_t lost_quiet,
+                   uint32_t n_h, uint32_t lost, uint32_t changed)
+{
+    double q50 = pct_ms(quiet_lat, n_q, 0.5), q99 = pct_ms(quiet_lat, n_q, 0.99);
+    double h50 = pct_ms(hostile_lat, n_h, 0.5), h99 = pct_ms(hostile_lat, n_h, 0.99);
+    printf("well-behaved: %u clients x %u greedy 48-token streams\n", c->n_good, c->n_req);
+    printf("  quiet:   %u completed, %u lost; e2e p50 %.1f ms, p99 %.1f ms\n", n_q - lost_quiet,
+           lost_quiet, q50, q99);
+    printf("  hostile: %u completed, %u lost, %u changed; e2e p50 %.1f ms, p99 %.1f ms\n",
+           n_h - lost, lost, changed, h50, h99);
+    printf("  hostile / quiet: p50 %.2fx, p99 %.2fx\n", q50 > 0 ? h50 / q50 : 0,
+           q99 > 0 ? h99 / q99 : 0);
+    printf("hostile: %u floods x %u (accepted %llu, overloaded %llu, other %llu), %u unread "
+           "streams, %u thieves: %llu messages received, %llu of them output\n",
+           c->n_flood, c->flood_each, a->ok, a->over, a->other, c->n_unread, c->n_good,
+           a->thief_msgs, a->thief_output);
+}
 
 int main(int argc, char **argv)
 {
@@ -369,6 +532,9 @@ int main(int argc, char **argv)
                            "routing-id thieves.\n", g, 1, argc, argv, 0, NULL);
     if (code >= 0)
         return code;
+    rs_log_set_level(RS_LOG_WARN);
+    if (c.attacker != NULL)
+        return attacker_main(&c);
     static char model[512];
     struct rs_harness h;
     struct rs_harness_opts ho = {0};
@@ -379,47 +545,35 @@ int main(int argc, char **argv)
     ho.n_ctx = 256;
     ho.max_requests = 1024;
     static char share[16];
+    int n_extra = 0;
     if (c.running_share != 0) {
         snprintf(share, sizeof(share), "%u", c.running_share);
-        ho.extra[RS_PIPE_STAGE_SCHEDULERD][0] = "--owner-running-share";
-        ho.extra[RS_PIPE_STAGE_SCHEDULERD][1] = share;
+        ho.extra[RS_PIPE_STAGE_SCHEDULERD][n_extra++] = "--owner-running-share";
+        ho.extra[RS_PIPE_STAGE_SCHEDULERD][n_extra++] = share;
     }
-    rs_log_set_level(RS_LOG_WARN);
+    if (c.step_factor != NULL) {
+        ho.extra[RS_PIPE_STAGE_SCHEDULERD][n_extra++] = "--fair-step-factor";
+        ho.extra[RS_PIPE_STAGE_SCHEDULERD][n_extra++] = c.step_factor;
+    }
     if (rs_harness_start(&h, &ho) != RS_OK)
         return 1;
     for (uint32_t i = 0; i < c.n_good; i++)
         if ((goods[i].c = client_of(&h)) == NULL)
             return 1;
     uint32_t changed, n_q, n_h;
-    good_round(c.n_good, c.n_req, NULL, NULL);
+    good_round(c.n_good, c.n_req);
     n_q = collect(&c, quiet_lat, 1, &changed);
     uint32_t lost_quiet = lost_of(&c);
-    struct hostile x;
-    int bad = start_hostile(&x, &h, &c);
-    uint64_t t0 = rs_clock_ns();
-    while (!bad && rs_clock_ns() - t0 < 2000000000ull) /* let the floods fill their shares */
-        hostile_tick(&x);
-    good_round(c.n_good, c.n_req, hostile_tick, &x);
+    struct attack a = {0};
+    int bad = attack_start(&a, &h, &c);
+    if (!bad)
+        good_round(c.n_good, c.n_req);
     n_h = collect(&c, hostile_lat, 0, &changed);
     uint32_t lost = lost_of(&c);
-    drain_thieves(&x);
-    double q50 = pct_ms(quiet_lat, n_q, 0.5), q99 = pct_ms(quiet_lat, n_q, 0.99);
-    double h50 = pct_ms(hostile_lat, n_h, 0.5), h99 = pct_ms(hostile_lat, n_h, 0.99);
-    printf("well-behaved: %u clients x %u greedy 48-token streams\n", c.n_good, c.n_req);
-    printf("  quiet:   %u completed, %u lost; e2e p50 %.1f ms, p99 %.1f ms\n", n_q - lost_quiet,
-           lost_quiet, q50, q99);
-    printf("  hostile: %u completed, %u lost, %u changed; e2e p50 %.1f ms, p99 %.1f ms\n",
-           n_h - lost, lost, changed, h50, h99);
-    printf("  hostile / quiet: p50 %.2fx, p99 %.2fx\n", q50 > 0 ? h50 / q50 : 0,
-           q99 > 0 ? h99 / q99 : 0);
-    printf("hostile: %u floods x %u (accepted %llu, overloaded %llu, other %llu), %u unread "
-           "streams, %u thieves: %llu messages received, %llu of them output\n",
-           c.n_flood, c.flood_each, (unsigned long long)flood_ok,
-           (unsigned long long)flood_over, (unsigned long long)flood_other, c.n_unread,
-           c.n_good, (unsigned long long)x.thief_msgs, (unsigned long long)x.thief_output);
-    stop_hostile(&x);
+    bad |= attack_stop(&a);
+    report(&c, &a, n_q, lost_quiet, n_h, lost, changed);
     for (uint32_t i = 0; i < c.n_good; i++)
         rs_client_destroy(&goods[i].c);
     rs_harness_stop(&h, 0);
-    return bad || lost != 0 || changed != 0 || x.thief_output != 0 ? 1 : 0;
+    return bad || lost != 0 || changed != 0 || a.thief_output != 0 ? 1 : 0;
 }

@@ -49,7 +49,11 @@
     /* (--max-batched-tokens when no budget applies) */                                          \
     X(RS_M_SCH_PREFILL_BUDGET_LAST, "prefill_budget_last")                                         \
     /* steps whose prefill the step-time budget held below the token budget */                   \
-    X(RS_M_SCH_BUDGET_LIMITED, "budget_limited_steps")
+    X(RS_M_SCH_BUDGET_LIMITED, "budget_limited_steps")                                             \
+    /* gauge: decodes one owner could run in the latest step (share.c; 0 = no limit) */          \
+    X(RS_M_SCH_FAIR_LEVEL_LAST, "fair_level_last")                                                 \
+    /* decodes put off to a later step because their owner was above the fair level */           \
+    X(RS_M_SCH_FAIR_DEFERRED, "fair_deferred_decodes")
 #define RS_PIPE_SCH_HISTS(X)                                                                       \
     X(RS_H_SCH_PLAN, "plan_us")                                                                    \
     X(RS_H_SCH_QUEUE_WAIT, "queue_wait_us")                                                        \

@@ -26,21 +26,26 @@ uint32_t budget_prefill(const struct budget_opts *o, const struct rs_step_cost_f
     return n < cap ? (uint32_t)n : cap;
 }
 
-uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t cap)
+int budget_fit(const struct sched *s, struct rs_step_cost_fit *fit)
 {
     const struct rs_metrics_block *lm = &s->p->metrics->stage[RS_PIPE_STAGE_LAUNCHERD];
+    if (atomic_load_explicit(&lm->counter[RS_M_LAU_COST_STEPS], memory_order_relaxed) == 0)
+        return -1;
+    fit->fixed_ns = atomic_load_explicit(&lm->counter[RS_M_LAU_COST_FIXED_NS],
+                                         memory_order_relaxed);
+    fit->prefill_ps = atomic_load_explicit(&lm->counter[RS_M_LAU_COST_PREFILL_PS],
+                                           memory_order_relaxed);
+    fit->decode_ps = atomic_load_explicit(&lm->counter[RS_M_LAU_COST_DECODE_PS],
+                                          memory_order_relaxed);
+    return 0;
+}
+
+uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t cap)
+{
     struct rs_step_cost_fit fit = {0};
     uint32_t n = cap;
-    if (s->budget.max_step_ms > 0 &&
-        atomic_load_explicit(&lm->counter[RS_M_LAU_COST_STEPS], memory_order_relaxed) != 0) {
-        fit.fixed_ns = atomic_load_explicit(&lm->counter[RS_M_LAU_COST_FIXED_NS],
-                                            memory_order_relaxed);
-        fit.prefill_ps = atomic_load_explicit(&lm->counter[RS_M_LAU_COST_PREFILL_PS],
-                                              memory_order_relaxed);
-        fit.decode_ps = atomic_load_explicit(&lm->counter[RS_M_LAU_COST_DECODE_PS],
-                                             memory_order_relaxed);
+    if (s->budget.max_step_ms > 0 && budget_fit(s, &fit) == 0)
         n = budget_prefill(&s->budget, &fit, n_decode, cap);
-    }
     rs_gauge_set(&s->m->counter[RS_M_SCH_PREFILL_BUDGET_LAST], n);
     return n;
 }

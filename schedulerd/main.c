@@ -21,6 +21,8 @@
 /* Defaults of the step-time budget (schedulerd/README.md, "Step-time budget"). */
 #define MAX_STEP_MS_DEFAULT 100.0
 #define MIN_PREFILL_DEFAULT 32
+/* Owners' shares of a step's decodes (schedulerd/README.md, "Shares of a step"). */
+#define FAIR_STEP_FACTOR_DEFAULT 2.0
 /* Running-slot share of one owner while others wait (schedulerd/README.md, "Planning a step"). */
 #define OWNER_RUNNING_SHARE_DEFAULT 25
 
@@ -33,7 +35,8 @@ struct schedd {
 };
 
 /* static: a fenced exit leaves it as it is (stage.h) */
-static struct schedd the_daemon = {.budget = {MAX_STEP_MS_DEFAULT, MIN_PREFILL_DEFAULT},
+static struct schedd the_daemon = {.budget = {MAX_STEP_MS_DEFAULT, MIN_PREFILL_DEFAULT,
+                                              FAIR_STEP_FACTOR_DEFAULT},
                                    .admit = {OWNER_RUNNING_SHARE_DEFAULT}};
 
 #define BO(f) (offsetof(struct budget_opts, f))
@@ -48,6 +51,12 @@ static const struct rs_opt budget_opt_table[] = {
      .max = 1u << 20, .arg = "N",
      .help = "prefill tokens a step takes whatever the budget says,\n"
              "so new requests start while decodes fill it (default 32)"},
+    {.name = "fair-step-factor", .kind = RS_OPT_DOUBLE, .off = BO(fair_factor), .min = 0,
+     .max = 1000, .arg = "F",
+     .help = "while several clients decode, the busiest defer some\n"
+             "decodes so a step costs at most F times the lighter\n"
+             "clients' decodes alone, by the measured cost model\n"
+             "(default 2; 0: off; otherwise at least 1)"},
     {0},
 };
 
@@ -69,6 +78,11 @@ static const struct rs_opt_group groups[] = {
 static rs_err schedulerd_attach(void *self, struct rs_stage *st, char *err, size_t err_len)
 {
     struct schedd *d = self;
+    if (d->budget.fair_factor > 0 && d->budget.fair_factor < 1) {
+        snprintf(err, err_len, "--fair-step-factor %g: must be 0 (off) or at least 1",
+                 d->budget.fair_factor);
+        return RS_EINVAL;
+    }
     rs_err rc = sched_create(st->p, &st->doors, &d->s);
     if (rc == RS_OK) {
         d->s->budget = d->budget;
@@ -86,11 +100,11 @@ static void schedulerd_ready(void *self, struct rs_stage *st)
     const struct schedd *d = self;
     rs_log_info("serving instance %s: %u KV blocks of %u tokens, %u seqs / %u tokens per "
                 "step, prefix caching %s, policy %s, step budget %g ms (min %u prefill tokens), "
-                "%u running slots per client while others wait",
+                "%u running slots per client while others wait, fair step factor %g",
                 c->instance, c->n_kv_blocks, c->block_size, c->max_seqs, c->max_batched_tokens,
                 c->prefix_caching ? "on" : "off", c->priority_policy ? "priority" : "fcfs",
                 d->budget.max_step_ms, d->budget.min_prefill,
-                d->s->owner_cap ? d->s->owner_cap : c->max_seqs);
+                d->s->owner_cap ? d->s->owner_cap : c->max_seqs, d->budget.fair_factor);
 }
 
 /* Applies one doorbell; returns 1 when it asks for a rescan. */

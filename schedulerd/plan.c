@@ -9,7 +9,8 @@
  * cap while another owner waits (owner_cap; those heads keep their place).
  * When blocks run out, the latest running requests not yet in the batch are
  * preempted for recompute (lowest priority, then latest arrival, first).
- * The step-time budget (budget.c) sizes what the chunks and admissions may
+ * Owners above the step's fair level (share.c) defer some decodes. The
+ * step-time budget (budget.c) sizes what the chunks and admissions may
  * take once the decodes are planned. Cost per step is O(running + admitted
  * tokens), plus O(running) per head passed over for the cap. Leaves out
  * writing the batch (batch.c).
@@ -116,6 +117,10 @@ static int plan_running(struct sched *s, uint32_t *budget, int decodes)
         if (full || sr->in_batch || (need == 1) != decodes ||
             (need == 1 && fair_paused(s, idx))) { /* a stream nobody reads waits, KV kept */
             chunks += need > 1;
+            i++;
+            continue;
+        }
+        if (decodes && !share_take(s, idx)) { /* its owner's share of this step is taken */
             i++;
             continue;
         }
@@ -308,6 +313,25 @@ static int plan_admit(struct sched *s, uint32_t *budget)
     return rc;
 }
 
+/* Counts each owner's decodes and sets the step's fair level (share.c). */
+static void plan_shares(struct sched *s)
+{
+    struct rs_step_cost_fit fit = {0};
+    share_reset(s->share);
+    if (!(s->budget.fair_factor > 0) || budget_fit(s, &fit) != 0) {
+        rs_gauge_set(&s->m->counter[RS_M_SCH_FAIR_LEVEL_LAST], 0);
+        return;
+    }
+    for (uint32_t i = 0; i < s->n_run; i++) {
+        uint32_t idx = s->run[i];
+        const struct sreq *sr = &s->req[idx];
+        if (sr->len - sr->n_computed == 1 && !sr->in_batch && !fair_paused(s, idx) &&
+            finish_due(s, idx) == 0)
+            share_demand(s, idx);
+    }
+    share_plan_level(s, &fit);
+}
+
 int plan_step(struct sched *s)
 {
     uint32_t budget = s->cfg.max_batched_tokens;
@@ -315,6 +339,7 @@ int plan_step(struct sched *s)
     s->plan_tokens = 0;
     if (s->fenced)
         return RS_ESTALE;
+    plan_shares(s);
     int rc = plan_running(s, &budget, 1);
     uint32_t left = budget;
     if (rc >= 0) /* the decode pass planned only decodes: the budget sizes the rest */

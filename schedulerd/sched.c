@@ -69,6 +69,7 @@ void sched_destroy(struct sched **sp)
     free(s->hashbuf);
     free(s->aside);
     fair_destroy(&s->fair);
+    share_destroy(&s->share);
     free(s);
     *sp = NULL;
 }
@@ -99,8 +100,10 @@ rs_err sched_create(struct rs_pipe *p, struct rs_pipe_doors *doors, struct sched
     rs_err rc = RS_ENOMEM;
     if (fair_create(c->max_requests, &s->fair) != RS_OK)
         s->fair = NULL;
+    if (share_create(c->max_seqs, &s->share) != RS_OK)
+        s->share = NULL;
     if (s->req && s->heap && s->run && s->free_slots && s->slot_req && s->plan && s->flight &&
-        s->tokbuf && s->blkbuf && s->hashbuf && s->aside && s->fair)
+        s->tokbuf && s->blkbuf && s->hashbuf && s->aside && s->fair && s->share)
         rc = kv_block_init(&s->kv, p->kv_meta, c->n_kv_blocks, c->block_size);
     else
         rs_log_error("scheduler state for %u requests: out of memory", c->max_requests);

@@ -145,6 +145,7 @@ struct plan_seq {
 struct budget_opts {
     double max_step_ms;   /* a step's target time by the measured cost model; 0: no budget */
     uint32_t min_prefill; /* prefill tokens a step may take whatever the budget says (>= 1) */
+    double fair_factor;   /* --fair-step-factor (share.c); 0: every decode runs every step */
 };
 
 struct sched {
@@ -176,6 +177,7 @@ struct sched {
     uint64_t *hashbuf;           /* cfg.max_blocks_per_seq hashes of scratch */
     struct budget_opts budget;   /* zero (no budget) from sched_create; main.c sets it */
     struct fair *fair;           /* rounds per owner (fair.c) */
+    struct share *share;         /* owners' decodes this step (share.c) */
     uint32_t owner_cap;          /* running slots one owner may hold while others wait; 0 none */
     uint32_t *aside, n_aside;    /* waiting heads passed over this step (plan.c), cfg.max_requests */
 };
@@ -336,6 +338,9 @@ uint32_t plan_prefix_match(struct sched *s, const int32_t *tok, uint32_t len);
 
 /* budget.c: the step-time budget -------------------------------------------------------- */
 
+/* The cost model launcherd publishes (its cost_* gauges): 0 with *fit set, -1 none yet. */
+int budget_fit(const struct sched *s, struct rs_step_cost_fit *fit);
+
 /*
  * Prefill tokens a step holding n_decode decodes may take so that
  * fit's predicted time stays under o->max_step_ms: at least o->min_prefill,
@@ -381,5 +386,27 @@ void result_clear_flight(struct sched *s);
 /* Rebuilds every private index from shared memory (see rebuild.c). RS_OK or RS_ESTALE. */
 rs_err rebuild_all(struct sched *s);
 
+
+/* share.c: owners' shares of a step's decodes --------------------------------------------- */
+
+struct share;
+rs_err share_create(uint32_t max_seqs, struct share **out);
+void share_destroy(struct share **sh);
+/* Forgets the last step's owners and level (every decode runs until share_plan_level). */
+void share_reset(struct share *sh);
+/* Counts running request idx's decode toward its owner's demand this step. */
+void share_demand(struct sched *s, uint32_t idx);
+/*
+ * The fair level for the owners' demands m[0..k) (sorted here): the most
+ * decodes one owner may run so that the owners above it add at most
+ * (factor - 1) times the fit's cost of the lighter owners' decodes, never
+ * below a lighter owner's demand; UINT32_MAX (no limit) with fewer than two
+ * owners, factor 0 or no decode cost in the fit.
+ */
+uint32_t share_level_of(uint32_t *m, uint32_t k, double factor, const struct rs_step_cost_fit *fit);
+/* Sets this step's level from the demands counted (fair_level_last gauge). */
+void share_plan_level(struct sched *s, const struct rs_step_cost_fit *fit);
+/* 1 when idx's owner is below the level (its decode is counted), 0 to defer it this step. */
+int share_take(struct sched *s, uint32_t idx);
 
 #endif

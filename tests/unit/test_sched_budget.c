@@ -114,7 +114,7 @@ static int test_planned_prefill_follows_the_measured_cost(void)
         return rc != 0 ? rc : 1;
     RS_CHECK(rs_pipe_open(&r.f.cfg, RS_PIPE_STAGE_SCHEDULERD, &r.sp, err, sizeof(err)) == RS_OK);
     RS_CHECK(sched_create(r.sp, NULL, &r.s) == RS_OK && rs_role_ready(r.sp->role) == RS_OK);
-    r.s->budget = (struct budget_opts){20.0, 8};
+    r.s->budget = (struct budget_opts){20.0, 8, 0};
     int32_t prompt[PROMPT];
     for (uint32_t i = 0; i < N_REQ; i++) {
         sfx_prompt(prompt, PROMPT, 0, 0, 2000 + i);
@@ -151,7 +151,7 @@ static int test_planned_prefill_follows_the_measured_cost(void)
 
 static int test_budget_arithmetic_bounds(void)
 {
-    struct budget_opts o = {10.0, 16};
+    struct budget_opts o = {10.0, 16, 0};
     struct rs_step_cost_fit f = {1000000, 200000000, 400000000}; /* 1 ms, 200 us, 400 us */
     RS_CHECK(budget_prefill(&o, &f, 0, 1000) == 45);  /* (10 - 1) ms / 200 us */
     RS_CHECK(budget_prefill(&o, &f, 10, 1000) == 25); /* (10 - 1 - 4) ms / 200 us */

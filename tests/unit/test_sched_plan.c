@@ -356,6 +356,156 @@ static int test_an_owner_at_its_running_cap_is_passed_over(void)
 }
 
 /*
+ * The fair level from its definition, by trying every level in turn from
+ * the smallest demand up: the largest lam such that every level from there
+ * to lam keeps the owners above it (demand > level) within (factor - 1)
+ * times the cost of a step of the others' decodes; the smallest demand when
+ * even that does not; UINT32_MAX when no owner is above it.
+ */
+static uint32_t level_by_search(const uint32_t *m, uint32_t k, double factor, double fixed_ns,
+                                double decode_ps)
+{
+    uint32_t max = 0, min = UINT32_MAX;
+    for (uint32_t i = 0; i < k; i++) {
+        max = m[i] > max ? m[i] : max;
+        min = m[i] < min ? m[i] : min;
+    }
+    if (k < 2 || factor <= 0 || decode_ps <= 0)
+        return UINT32_MAX;
+    uint32_t ok = min;
+    for (uint32_t lam = min; lam <= max; lam++) {
+        double heavy = 0, light = 0;
+        uint32_t n_heavy = 0;
+        for (uint32_t i = 0; i < k; i++) {
+            if (m[i] > lam) {
+                heavy += lam;
+                n_heavy++;
+            } else {
+                light += m[i];
+            }
+        }
+        if (n_heavy == 0)
+            return UINT32_MAX;
+        if (heavy * decode_ps > (factor - 1) * (fixed_ns * 1000.0 + light * decode_ps))
+            break;
+        ok = lam;
+    }
+    return ok;
+}
+
+/* share_level_of against the search over random owners, demands, factors and costs. */
+static int test_fair_level_is_the_largest_that_keeps_the_others_within_the_factor(void)
+{
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    uint32_t limited = 0, free_steps = 0;
+    for (int t = 0; t < 20000; t++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t k = 1 + (uint32_t)(rng >> 60), m[16], copy[16];
+        for (uint32_t i = 0; i < k; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            m[i] = 1 + (uint32_t)((rng >> 33) % ((rng >> 62) == 0 ? 64 : 4));
+            copy[i] = m[i];
+        }
+        static const double factors[] = {0, 1, 1.5, 2, 3, 8};
+        struct rs_step_cost_fit fit = {.fixed_ns = (rng >> 20) % 3 == 0 ? 0 : (rng >> 24) % 200000,
+                                       .decode_ps = 1000000 + (rng >> 40) % 50000000};
+        double f = factors[(rng >> 8) % 6];
+        uint32_t want = level_by_search(m, k, f, (double)fit.fixed_ns, (double)fit.decode_ps);
+        uint32_t got = share_level_of(copy, k, f, &fit);
+        RS_CHECK_MSG(got == want, "case %d: %u owners (%u, %u, ..), factor %g, fixed %llu ns, "
+                     "decode %llu ps: level %u, search says %u", t, k, m[0], k > 1 ? m[1] : 0, f,
+                     (unsigned long long)fit.fixed_ns, (unsigned long long)fit.decode_ps, got,
+                     want);
+        limited += got != UINT32_MAX;
+        free_steps += got == UINT32_MAX && k > 1 && f > 0;
+    }
+    struct rs_step_cost_fit none = {0};
+    uint32_t two[2] = {1, 50};
+    RS_CHECK(share_level_of(two, 2, 2.0, &none) == UINT32_MAX); /* no fit: no limit */
+    RS_CHECK(limited > 1000 && free_steps > 1000); /* both outcomes were exercised */
+    return 0;
+}
+
+/* Decodes of owner byte o in the batch. */
+static uint32_t decodes_of(struct px *x, const struct sfx_batch *bt, uint8_t o)
+{
+    const struct rs_pipe_batch_seq *q = rs_pipe_batch_seqs(bt->b);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < bt->b->n_seqs; i++)
+        n += q[i].n_tokens == 1 && rs_pipe_req_at(x->f.tok, q[i].req_index)->owner[0] == o;
+    return n;
+}
+
+/*
+ * Owner A runs 6 streams beside owner B's one, with a cost model whose
+ * fixed cost is small (a CPU) or large (a GPU), at factors 2 and 0 (off).
+ * Each step A decodes at most the fair level the definition gives for the
+ * step's demands (1 with the small fixed cost and factor 2: B's step may
+ * cost twice its own decode), and once B is done A decodes all it has;
+ * with the large fixed cost or factor 0 nothing is deferred. Every request
+ * completes with its tokens checked by the fixture.
+ */
+static int test_a_busy_owner_defers_decodes_beside_a_light_one(void)
+{
+    static const struct {
+        uint64_t fixed_ns;
+        double factor;
+    } cases[] = {{0, 2.0}, {1000, 2.0}, {500000, 2.0}, {0, 0.0}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        struct rs_pipe_config c;
+        struct px x;
+        int rc = sfx_config(&c, 256, 64, 8, 256);
+        if (rc != 0 || (rc = px_open(&x, &c)) != 0)
+            return rc;
+        x.s->budget.fair_factor = cases[k].factor;
+        struct rs_metrics_block *lm = &x.f.lau->metrics->stage[RS_PIPE_STAGE_LAUNCHERD];
+        rs_gauge_set(&lm->counter[RS_M_LAU_COST_FIXED_NS], cases[k].fixed_ns);
+        rs_gauge_set(&lm->counter[RS_M_LAU_COST_PREFILL_PS], 1000000);
+        rs_gauge_set(&lm->counter[RS_M_LAU_COST_DECODE_PS], 1000000);
+        rs_gauge_set(&lm->counter[RS_M_LAU_COST_STEPS], 9);
+        for (int i = 0; i < 7; i++) {
+            RS_CHECK(submit(&x, 8, 0, 0, i < 6 ? 12 : 6, 0) == i);
+            rec_of(&x, i)->owner[0] = i < 6 ? 0xa : 0xb;
+        }
+        struct sfx_batch bt;
+        uint32_t beside = 0, alone_full = 0;
+        for (int step = 0; step < 200; step++) {
+            int got = px_plan(&x, &bt);
+            RS_CHECK_MSG(got >= 0 && sfx_reap(&x.f) >= 0, "%s", x.f.why);
+            if (got == 0)
+                break;
+            uint32_t m[2] = {0, 0}; /* the step's demands: decodes planned or deferred */
+            for (uint32_t i = 0; i < x.s->n_run; i++) {
+                const struct sreq *sr = &x.s->req[x.s->run[i]];
+                if (sr->len - sr->n_computed == 1)
+                    m[rs_pipe_req_at(x.f.tok, x.s->run[i])->owner[0] == 0xb]++;
+            }
+            uint32_t a = decodes_of(&x, &bt, 0xa), b = decodes_of(&x, &bt, 0xb);
+            uint32_t lvl = m[0] > 0 && m[1] > 0
+                               ? level_by_search(m, 2, cases[k].factor, (double)cases[k].fixed_ns,
+                                                 1e6)
+                               : UINT32_MAX;
+            uint32_t want_a = lvl < m[0] ? lvl : m[0];
+            RS_CHECK_MSG(a == want_a && b == m[1], "case %zu step %d: A decoded %u of %u, B %u"
+                         " of %u; level %u", k, step, a, m[0], b, m[1], lvl);
+            beside += m[0] > 0 && m[1] > 0;
+            alone_full += m[1] == 0 && m[0] > 1 && a == m[0];
+            RS_CHECK(sfx_answer(&x.f, &bt) == 0);
+        }
+        uint64_t deferred = sfx_metric(&x.f, RS_M_SCH_FAIR_DEFERRED);
+        RS_CHECK_MSG((deferred > 0) == (k < 2), "case %zu: %llu decodes deferred", k,
+                     (unsigned long long)deferred);
+        RS_CHECK(beside > 0 && alone_full > 0);
+        for (int i = 0; i < 7; i++)
+            RS_CHECK_MSG(x.f.req[i].n_out == (i < 6 ? 12u : 6u), "request %d made %u tokens",
+                         i, x.f.req[i].n_out);
+        RS_CHECK(x.s->n_run == 0 && x.s->n_heap == 0);
+        px_close(&x);
+    }
+    return 0;
+}
+
+/*
  * A stream nobody reads (postprocd marked its client unreachable and sent
  * nothing) pauses FAIR_PAUSE_BACKLOG tokens ahead, keeping its slot and KV
  * blocks, while another request runs to its end; once the client reads
@@ -561,6 +711,8 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_priority_orders_admission_and_preemption),
     RS_TEST(test_owners_take_turns_in_the_waiting_queue),
     RS_TEST(test_an_owner_at_its_running_cap_is_passed_over),
+    RS_TEST(test_fair_level_is_the_largest_that_keeps_the_others_within_the_factor),
+    RS_TEST(test_a_busy_owner_defers_decodes_beside_a_light_one),
     RS_TEST(test_a_stream_nobody_reads_pauses_with_its_kv_kept),
     RS_TEST(test_prefix_hit_skips_cached_blocks),
     RS_TEST(test_whole_prompt_cached_still_computes_its_last_block),
