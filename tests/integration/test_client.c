@@ -793,8 +793,46 @@ static int test_loadgen_short_runs_complete(void)
     return 0;
 }
 
+/*
+ * The short version of bench/chaos --hostile: two well-behaved clients beside
+ * a flood, unread streams and routing-id thieves (the attacker in its own
+ * process). The bench exits 0 only when no good request was lost or changed
+ * and no thief received output; its printed counts are checked as well.
+ */
+static int test_hostile_neighbours_short_run_loses_nothing(void)
+{
+    char model[512], bin[600], out[400], line[512];
+    if (rs_test_refdata(MODEL, model, sizeof(model)) == NULL)
+        return RS_TEST_SKIP;
+    snprintf(bin, sizeof(bin), "%s/bench_chaos_hostile", rs_test_bindir());
+    snprintf(out, sizeof(out), "%s/hostile.out", rs_test_tmpdir());
+    const char *argv[] = {bin, "--good", "2", "--requests", "3", "--floods", "1",
+                          "--flood-each", "40", "--unread", "4", NULL};
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st, good = 0, thieves = 0;
+    waitpid(pid, &st, 0);
+    FILE *f = fopen(out, "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        good |= strstr(line, "hostile: 6 completed, 0 lost, 0 changed") != NULL;
+        thieves |= strstr(line, "2 thieves:") != NULL && strstr(line, " 0 of them output") != NULL;
+    }
+    if (f != NULL)
+        fclose(f);
+    RS_CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0 && good && thieves,
+                 "status 0x%x, good line %d, thieves line %d", st, good, thieves);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_cli_greedy_from_bos_prints_published_text),
+    RS_TEST(test_hostile_neighbours_short_run_loses_nothing),
     RS_TEST(test_concurrent_clients_get_their_solo_output),
     RS_TEST(test_cancel_mid_stream_ends_with_abort),
     RS_TEST(test_refused_request_ends_with_the_servers_error),
