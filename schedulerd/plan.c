@@ -261,15 +261,13 @@ static int admit(struct sched *s, uint32_t idx, uint32_t *budget)
     return 1;
 }
 
-#define OWNER_LEN sizeof(((struct rs_pipe_req *)0)->owner)
-
 /* 1 when idx's owner holds owner_cap running slots (paused streams hold theirs too). */
 static int over_cap(const struct sched *s, uint32_t idx)
 {
     const uint8_t *o = rs_pipe_req_at(s->p, idx)->owner;
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_run && n < s->owner_cap; i++)
-        n += memcmp(rs_pipe_req_at(s->p, s->run[i])->owner, o, OWNER_LEN) == 0;
+        n += memcmp(rs_pipe_req_at(s->p, s->run[i])->owner, o, SCHED_OWNER_LEN) == 0;
     return n >= s->owner_cap;
 }
 

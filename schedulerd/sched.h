@@ -111,6 +111,9 @@ rs_err kv_block_check(const struct kv_block_pool *kv);
 
 enum { SR_NONE = 0, SR_WAITING = 1, SR_RUNNING = 2 };
 
+/* Bytes of the owner digest in a request record (ipc/pipeline_req.h). */
+#define SCHED_OWNER_LEN sizeof(((struct rs_pipe_req *)0)->owner)
+
 /* Private mirror of one request record while WAITING or RUNNING. */
 struct sreq {
     uint32_t gen;        /* record generation it mirrors */

@@ -24,8 +24,6 @@
 #include "ipc/pipeline_req.h"
 #include "schedulerd/sched.h"
 
-#define OWNER_LEN sizeof(((struct rs_pipe_req *)0)->owner)
-
 struct share_owner {
     const uint8_t *d;  /* the owner digest, in its request record */
     uint32_t demand;   /* decodes it could run this step */
@@ -91,7 +89,7 @@ static struct share_owner *owner_of(struct share *sh, const uint8_t *d)
     memcpy(&h, d, sizeof(h));
     uint32_t k = (uint32_t)h & (sh->cap - 1);
     for (; sh->slot[k] != 0; k = (k + 1) & (sh->cap - 1))
-        if (memcmp(sh->o[sh->slot[k] - 1].d, d, OWNER_LEN) == 0)
+        if (memcmp(sh->o[sh->slot[k] - 1].d, d, SCHED_OWNER_LEN) == 0)
             return &sh->o[sh->slot[k] - 1];
     if (sh->n_owner >= sh->max)
         return NULL;

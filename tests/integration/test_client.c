@@ -133,6 +133,23 @@ static void print_stats(const char *what, rs_client *c)
             (unsigned long long)st.hellos, (unsigned long long)st.reconnects);
 }
 
+/* Runs argv[0] with argv, stdin from /dev/null, stdout into the file out; its wait status. */
+static int run_to_file(const char *const *argv, const char *out)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int in = open("/dev/null", O_RDONLY), fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(in, 0);
+        dup2(fd, 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
 /* Runs ringserve-cli with args, stdin from /dev/null, stdout into out (cap bytes). */
 static int run_cli(const struct rs_harness *h, const char *const *args, char *out, size_t cap,
                    size_t *len)
@@ -145,16 +162,7 @@ static int run_cli(const struct rs_harness *h, const char *const *args, char *ou
     for (int i = 0; args[i] != NULL && n < 31; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        int in = open("/dev/null", O_RDONLY), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(in, 0);
-        dup2(fd, 1);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    waitpid(pid, &st, 0);
+    int st = run_to_file(argv, path);
     FILE *f = fopen(path, "rb");
     *len = f != NULL ? fread(out, 1, cap, f) : 0;
     if (f != NULL)
@@ -771,15 +779,7 @@ static int test_loadgen_short_runs_complete(void)
                              "--json", NULL};
     const char *const *runs[] = {closed, poisson};
     for (int r = 0; r < 2; r++) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-            dup2(fd, 1);
-            execv(bin, (char *const *)runs[r]);
-            _exit(127);
-        }
-        int st, found = 0;
-        waitpid(pid, &st, 0);
+        int st = run_to_file(runs[r], out), found = 0;
         FILE *f = fopen(out, "r");
         while (f != NULL && fgets(line, sizeof(line), f) != NULL)
             found |= strncmp(line, "{\"requests\":", 12) == 0 &&
@@ -808,16 +808,7 @@ static int test_hostile_neighbours_short_run_loses_nothing(void)
     snprintf(out, sizeof(out), "%s/hostile.out", rs_test_tmpdir());
     const char *argv[] = {bin, "--good", "2", "--requests", "3", "--floods", "1",
                           "--flood-each", "40", "--unread", "4", NULL};
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st, good = 0, thieves = 0;
-    waitpid(pid, &st, 0);
+    int st = run_to_file(argv, out), good = 0, thieves = 0;
     FILE *f = fopen(out, "r");
     while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
         good |= strstr(line, "hostile: 6 completed, 0 lost, 0 changed") != NULL;
