@@ -63,8 +63,10 @@ void kq_quantize_row(const float *x, uint32_t K, uint32_t span, const struct kq_
     for (uint32_t s0 = 0; s0 < K; s0 += span) {
         const float *xs = x + s0;
         float amax = 0.0f;
-        for (uint32_t i = 0; i < span; i++)
-            amax = fmaxf(amax, fabsf(xs[i]));
+        for (uint32_t i = 0; i < span; i++) {
+            float v = fabsf(xs[i]);
+            amax = v > amax || v != v ? v : amax; /* a NaN sticks (fmaxf would drop it) */
+        }
         int finite = amax <= 3.4028235e38f; /* false for inf and NaN */
         float id = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
         for (uint32_t b = s0 / KQ_BLOCK; b < s0 / KQ_BLOCK + per; b++) {
@@ -216,16 +218,13 @@ static int32_t block_isum(const struct kq_wrow *w, const struct kq_act *x, uint3
     return isum;
 }
 
-/* Q8_0, Q4_0: a float term per block into 8 lanes, then the fixed tree. */
+/* Q8_0, Q4_0: a float term per block, added in block order. */
 static float dot_blocks(const struct kq_wrow *w, const struct kq_act *x, uint32_t K)
 {
-    uint32_t nbp = kq_padded_blocks(K);
-    float acc[8] = {0};
-    for (uint32_t b = 0; b < nbp; b++) {
-        float t = (w->ws[b] * x->d[b]) * (float)block_isum(w, x, b);
-        acc[b % 8] = acc[b % 8] + t;
-    }
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    float acc = 0.0f;
+    for (uint32_t b = 0; b < K / KQ_BLOCK; b++)
+        acc = acc + (w->ws[b] * x->d[b]) * (float)block_isum(w, x, b);
+    return acc;
 }
 
 /* K-quants: integer sums over each super-block, one float term per super-block. */

@@ -12,15 +12,17 @@
  * otherwise), a float scale ws, a float offset scale wm and an integer
  * offset mi (Q4_K/Q5_K's dmin and m; 0 otherwise). Then
  *   isum_b = sc0 * sum_{i<16} w_i x_i + sc1 * sum_{i>=16} w_i x_i   (exact int32)
- *   Q8_0, Q4_0: t_b = (ws_b * dx_b) * isum_b; lane b % 8 of an 8-lane accumulator
- *     adds t_b in increasing b (blocks padded to a multiple of 8 with t = +0), and
- *     the lanes are reduced by kernels.h's fixed tree;
+ *   Q8_0, Q4_0: t_b = (ws_b * dx_b) * isum_b, added in increasing b into one float
+ *     accumulator that starts at +0 (so it is never -0, and the +0 terms of padding
+ *     blocks leave it unchanged: a variant may add them or skip them);
  *   K-quants, super-block s of blocks b = 8s .. 8s + 7 (exact int32 sums, then float):
  *     t_s = ((ws * dx) * (float)sum_b isum_b) - ((wm * dx) * (float)sum_b mi_b xsum_b),
  *     added in increasing s into one float accumulator.
  * The integer part is exact and the float part is elementwise IEEE arithmetic
  * without contraction, so the portable, AVX2 and AVX-512 VNNI variants give the
  * same bits (the kernel tests check it), and the result does not depend on tiling.
+ * One float accumulator per output (not a lane per block) is what lets the
+ * AVX-512 panel GEMM keep a whole tile's outputs in registers.
  * Leaves out: types without a weight level format (F32, F16, BF16 use the float GEMM).
  */
 #ifndef RS_ENGINE_QDOT_H
@@ -67,7 +69,8 @@ void kq_wrow_at(void *mem, uint32_t K, struct kq_wrow *w);
 uint32_t kq_span(enum rs_ggml_type t);
 
 /* Quantizes K floats (a multiple of span, 32 or 256): one d per span, repeated in d[] for
- * each of its 32-value blocks. Non-finite spans give q = 0 and a non-finite d. */
+ * each of its 32-value blocks. A span holding an inf or a NaN gives q = 0 and a non-finite d
+ * (so the dot is non-finite, as the exact path's would be). */
 void kq_quantize_row(const float *x, uint32_t K, uint32_t span, const struct kq_act *a);
 
 /* 1 when type t has an integer dot product. */
@@ -90,7 +93,18 @@ struct kq_raw_dot {
     enum rs_ggml_type type;
     void (*dot)(const uint8_t *row, const struct kq_act *const *x, int n, uint32_t K, float *out);
 };
-extern const struct kq_raw_dot kq_avx2_table[], kq_vnni_table[];
+extern const struct kq_raw_dot kq_avx2_table[], kq_vnni_table[], kq_vnni512_table[];
+
+/*
+ * The AVX-512 VNNI panel GEMM (qdot_panel.c) for many activation rows: the
+ * same outputs, bit for bit, as the row dots. kq_panel_gemm returns 0 when
+ * it computed y, or -1 when the build or the type has no panel path (the
+ * caller then runs the row dots); call it only when the CPU has AVX-512 VNNI.
+ */
+#define KQ_PANEL_MIN_ROWS 8 /* fewer rows: the row dots are faster (bench/decode) */
+size_t kq_panel_scratch_bytes(uint32_t K);
+int kq_panel_gemm(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows, float *y,
+                  size_t ldy, uint32_t n0, uint32_t n1, int accumulate, void *scratch);
 
 /* Bytes of per-thread scratch kern_qgemm needs for K inputs (any alignment). */
 size_t kern_qgemm_scratch_bytes(uint32_t K);

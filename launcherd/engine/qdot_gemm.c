@@ -5,7 +5,9 @@
  * slice dotted with up to KQ_DOT_ROWS rows at a time: unpacked in registers by the
  * SIMD variants, into scratch by the portable one. Each
  * output is one kq dot of its own weight row and its own activation row, so
- * chunking, slicing and the batch never change a bit.
+ * chunking, slicing and the batch never change a bit. With AVX-512 VNNI and
+ * at least KQ_PANEL_MIN_ROWS rows, the panel GEMM (qdot_panel.c) computes the
+ * same bits faster.
  */
 #include "launcherd/engine/qdot.h"
 
@@ -15,19 +17,27 @@ typedef void (*kq_raw_fn)(const uint8_t *, const struct kq_act *const *, int, ui
 
 size_t kern_qgemm_scratch_bytes(uint32_t K)
 {
-    return kq_wrow_bytes(K) + KQ_ROWS * kq_act_bytes(K) + 32;
+    size_t rows = kq_wrow_bytes(K) + KQ_ROWS * kq_act_bytes(K) + 32;
+    size_t panel = kq_panel_scratch_bytes(K);
+    return rows > panel ? rows : panel;
 }
 
 /* The SIMD dot of type t for isa, or NULL for the portable unpack-then-dot. */
-static kq_raw_fn raw_for(enum kern_isa isa, enum rs_ggml_type t)
+static kq_raw_fn raw_in(const struct kq_raw_dot *tab, enum rs_ggml_type t)
 {
-    const struct kq_raw_dot *tab = isa == KERN_AVX512 ? kq_vnni_table
-                                   : isa == KERN_AVX2 ? kq_avx2_table
-                                                      : NULL;
     for (; tab != NULL && tab->dot != NULL; tab++)
         if (tab->type == t)
             return tab->dot;
     return NULL;
+}
+
+/* AVX-512: the 512-bit K-quant dots first, the 256-bit VNNI ones for the rest. */
+static kq_raw_fn raw_for(enum kern_isa isa, enum rs_ggml_type t)
+{
+    kq_raw_fn f = isa == KERN_AVX512 ? raw_in(kq_vnni512_table, t) : NULL;
+    if (f == NULL)
+        f = raw_in(isa == KERN_AVX512 ? kq_vnni_table : isa == KERN_AVX2 ? kq_avx2_table : NULL, t);
+    return f;
 }
 
 /* Weight rows [n0, n1) against the mr quantized rows at act, into y's rows. */
@@ -58,6 +68,9 @@ void kern_qgemm(enum kern_isa isa, const struct kern_mat *w, const float *x, siz
                 uint32_t n_rows, float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
                 void *scratch)
 {
+    if (isa == KERN_AVX512 && n_rows >= KQ_PANEL_MIN_ROWS &&
+        kq_panel_gemm(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch) == 0)
+        return;
     uint32_t K = w->cols;
     uint8_t *base = (uint8_t *)(((uintptr_t)scratch + 31) & ~(uintptr_t)31);
     struct kq_wrow wr;

@@ -489,6 +489,44 @@ static int test_qdot_variants_agree_bitwise(void)
     return 0;
 }
 
+/* Bitwise equal, or both NaN (the payload is the hardware's choice). */
+static int same_floats(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], 4) != 0 && !(isnan(a[i]) && isnan(b[i]))) {
+            fprintf(stderr, "output %zu: %.9g, expected %.9g\n", i, a[i], b[i]);
+            return 0;
+        }
+    return 1;
+}
+
+/*
+ * The AVX-512 panel GEMM (prompts: more rows than one 96-row chunk, slices
+ * that are not a multiple of its 4-row tile, a row with a NaN and one with an
+ * inf) gives the portable dot's bits.
+ */
+static int test_qdot_panel_matches_portable(void)
+{
+    if (!kern_isa_supported(KERN_AVX512)) {
+        fprintf(stderr, "avx512: not on this CPU\n");
+        return 0;
+    }
+    for (size_t ti = 0; ti < N_QTYPES; ti++) {
+        uint32_t M = 113, N = 14, K = rs_ggml_block_size(qtypes[ti]) == 32 ? 288 : 512;
+        float *deq, *x = qdot_inputs(M, K);
+        x[5 * (size_t)K + 7] = NAN;
+        x[6 * (size_t)K + K - 1] = INFINITY;
+        struct kern_mat w = make_mat(qtypes[ti], N, K, &deq);
+        float *ref = qgemm(KERN_PORTABLE, &w, x, M), *got = qgemm(KERN_AVX512, &w, x, M);
+        RS_CHECK_MSG(same_floats(got, ref, (size_t)M * N), "%s: panel differs from portable",
+                     rs_ggml_type_name(qtypes[ti]));
+        RS_CHECK(isnan(ref[5 * (size_t)N])); /* a NaN value makes its span's d NaN */
+        RS_CHECK(isnan(ref[6 * (size_t)N])); /* the inf row: d = inf times level 0 */
+        free(ref), free(got), free(deq), free(x), free((void *)w.data);
+    }
+    return 0;
+}
+
 /* Row m of a many-row integer GEMM equals the row alone and in 2- and 3-row batches. */
 static int test_qdot_rows_invariant(void)
 {
@@ -565,6 +603,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_isa_detection_is_consistent),
     RS_TEST(test_qdot_variants_agree_bitwise),
     RS_TEST(test_qdot_rows_invariant),
+    RS_TEST(test_qdot_panel_matches_portable),
     RS_TEST(test_qdot_within_activation_rounding),
 };
 RS_TEST_MAIN(cases)
