@@ -331,15 +331,18 @@ static void on_handshake(rs_client *c, bool post, uint64_t now)
         client_send_hello(c, now);
     } else {
         c->tok_down = false;
+        c->tok_resends = 0; /* a new connection: only its own unanswered resends count */
     }
     for (uint32_t i = 0; i < c->n_live; i++) {
         struct creq *q = &c->reqs[c->live[i]];
-        if (!post && !q->acked)
+        if (!post && !q->acked) {
             q->gen_due_ns = now;
-        else if (!post && q->cancel_wanted)
+            q->gen_new_conn = true;
+        } else if (!post && q->cancel_wanted) {
             q->cancel_due_ns = now;
-        else if (post && was_down && (q->acked || q->next_seq > 0))
+        } else if (post && was_down && (q->acked || q->next_seq > 0)) {
             creq_send_resume(c, q, now);
+        }
     }
 }
 

@@ -24,6 +24,7 @@ struct creq {
     uint8_t *gen_msg;      /* the encoded generate, kept for resends until the ack (owned) */
     size_t gen_len;
     bool gen_sent_once;    /* sent at least once (a later send is a resend) */
+    bool gen_new_conn;     /* its next send is the first on a new tokenizerd connection */
     bool acked;
     bool cancel_wanted;    /* rs_client_cancel was called */
     bool resume_pending;   /* a resume for a gap is out and nothing arrived in order since */
@@ -63,7 +64,7 @@ struct rs_client {
     uint64_t hello_ns;         /* when the last hello went out */
     uint32_t hello_ivl_ms;
     uint32_t hellos_unanswered; /* hellos postprocd took but did not answer (reconnect at 5) */
-    uint32_t tok_resends;       /* generates resent since tokenizerd last acked (reconnect at 2) */
+    uint32_t tok_resends;       /* timed-out resends on this connection since an ack (reconnect at 2) */
     uint64_t parked_ns[2];      /* [tok, post]: disconnected by client_reconnect at, 0 = not */
     struct creq *reqs;         /* max_requests slots */
     uint32_t *live;            /* indices of the used slots, n_live of them */

@@ -300,12 +300,15 @@ void creq_send_generate(rs_client *c, struct creq *q, uint64_t now)
     if (q->gen_sent_once) {
         c->st.gen_resent++;
         rs_log_info("client: request '%s' not acknowledged: sent again", q->id);
-        if (++c->tok_resends >= 2) {
+        /* A send that opens a new connection says nothing about it: counting it would
+         * reconnect at once, and a server slower than the 100 ms park never gets to answer. */
+        if (!q->gen_new_conn && ++c->tok_resends >= 2) {
             c->tok_resends = 0;
             client_reconnect(c, false); /* the next resend goes on the new connection */
         }
     }
     q->gen_sent_once = true;
+    q->gen_new_conn = false;
     q->gen_due_ns = now + (uint64_t)q->gen_ivl_ms * MS;
     q->gen_ivl_ms = q->gen_ivl_ms * 2 > CLIENT_BACKOFF_MAX_MS ? CLIENT_BACKOFF_MAX_MS
                                                               : q->gen_ivl_ms * 2;

@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "ipc/failpoint.h"
 #include "ipc/pipeline_config.h"
 #include "ipc/pipeline_metrics.h"
 #include "tokenizerd/tokd.h"
@@ -130,14 +131,16 @@ rs_err tokd_drain(struct tokd *t, rs_zsock *sock, int tcp, uint32_t max)
         zmq_msg_init(&body);
         rs_err rc = rs_zsock_recv(sock, &peer, &body, 0);
         uint64_t arrival_ns = rs_clock_ns();
-        if (rc == RS_OK)
+        if (rc == RS_OK) {
+            RS_FAILPOINT("tokenizerd.message"); /* tests: a slow tokenizerd (":delay=MS") */
             rc = handle(t, sock, tcp, &peer, &body, arrival_ns);
-        else if (rc == RS_ERANGE && peer.len > 0)
+        } else if (rc == RS_ERANGE && peer.len > 0) {
             tokd_reply_error(t, sock, &peer, "", RS_WIRE_TOO_LARGE, "message is over %u bytes",
                              RS_WIRE_CLIENT_MSG_MAX);
-        else if (rc == RS_EPROTO && peer.len > 0)
+        } else if (rc == RS_EPROTO && peer.len > 0) {
             tokd_reply_error(t, sock, &peer, "", RS_WIRE_BAD_REQUEST, "envelope must be [empty "
                              "frame][msgpack body] (a DEALER socket)");
+        }
         zmq_msg_close(&body);
         if (rc == RS_EAGAIN || rc == RS_EIO)
             return RS_OK; /* nothing more waiting (an I/O error was logged) */

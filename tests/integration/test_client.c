@@ -516,6 +516,61 @@ static int test_tokenizerd_killed_at_random_moments_runs_each_request_once(void)
     return failed;
 }
 
+/*
+ * A restarted tokenizerd slower than the client's 100 ms reconnect park (each
+ * message handled 250 ms late): the resends that open the new connection must
+ * not count as unanswered ones, else a client with two unacknowledged requests
+ * reconnects the moment it resends, every answer goes to a closed connection,
+ * and the resends pile up faster than the slow tokenizerd drains them.
+ */
+static int test_slow_tokenizerd_after_restart_acks_every_request(void)
+{
+    enum { N = 3 };
+    struct rs_harness h;
+    char model[512];
+    struct rs_wire_generate g;
+    struct rs_client_result ref = {0};
+    struct stream_rec r[N];
+    memset(r, 0, sizeof(r));
+    int rc = start(&h, model, sizeof(model));
+    if (rc != 0)
+        return rc;
+    greedy(&g, "Once upon", 24, false);
+    RS_CHECK(reference(&h, &g, &ref) == 0);
+    rs_client *c = client_of(&h);
+    RS_CHECK(c != NULL && rs_client_generate_sync(c, &g, 0, NULL, NULL, &r[0].res) == RS_OK);
+    rs_client_result_fini(&r[0].res);
+    memset(&r[0], 0, sizeof(r[0]));
+    uint64_t before = handles_issued(&h);
+    rs_harness_signal(&h, RS_PIPE_STAGE_TOKENIZERD, SIGSTOP);
+    for (int i = 0; i < N; i++)
+        RS_CHECK(submit_sent(c, &g, &r[i]) == 0);
+    RS_CHECK(rs_harness_start_stage(&h, RS_PIPE_STAGE_TOKENIZERD,
+                                    "RS_FAILPOINT=tokenizerd.message:1:delay=250", 1) == RS_OK);
+    int done = 0;
+    for (uint64_t end = rs_clock_ms() + 30000; done < N && rs_clock_ms() < end;) {
+        rs_client_poll(c, 10);
+        done = 0;
+        for (int i = 0; i < N; i++)
+            done += r[i].n_finals > 0;
+    }
+    int ok = done == N;
+    for (int i = 0; ok && i < N; i++)
+        ok = wait_final(c, &r[i], 10000) == 0 && same_output(&r[i], &ref) == 0;
+    uint64_t ran = handles_issued(&h) - before;
+    print_stats("slow tokenizerd after a restart", c);
+    if (!ok)
+        rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
+    rs_client_destroy(&c);
+    rs_harness_stop(&h, 0);
+    RS_CHECK_MSG(ok, "%d of %d requests finished", done, N);
+    RS_CHECK_MSG(ran == N, "%llu acceptances for %d requests", (unsigned long long)ran, N);
+    for (int i = 0; i < N; i++)
+        rs_client_result_fini(&r[i].res);
+    rs_client_result_fini(&ref);
+    return 0;
+}
+
 /* Kills postprocd after `after` deltas (SIGKILL in the callback's poll loop) and restarts it. */
 static int test_postprocd_killed_mid_stream_each_delta_once(void)
 {
@@ -832,6 +887,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_tokenizerd_killed_before_ack_runs_request_once),
     RS_TEST(test_tokenizerd_killed_mid_intake_runs_request_once),
     RS_TEST(test_tokenizerd_killed_at_random_moments_runs_each_request_once),
+    RS_TEST(test_slow_tokenizerd_after_restart_acks_every_request),
     RS_TEST(test_postprocd_killed_mid_stream_each_delta_once),
     RS_TEST(test_postprocd_crash_after_delta_sent_delivers_once),
     RS_TEST(test_postprocd_crash_after_final_sent_delivers_once),

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "ipc/failpoint.h"
 #include "ipc/role.h"
 #include "ipc/role_impl.h"
@@ -230,6 +231,22 @@ static int test_failpoint_specs_are_checked(void)
     RS_FAILPOINT("unit.test.label");
     RS_CHECK(rs_failpoint_passes() == 2); /* the third pass would kill us */
     RS_CHECK(rs_failpoint_set(NULL) == RS_OK && rs_failpoint_passes() == 0);
+    RS_CHECK(rs_failpoint_set("x:1:delay=") == RS_EINVAL);
+    RS_CHECK(rs_failpoint_set("x:1:delay=0") == RS_EINVAL);
+    RS_CHECK(rs_failpoint_set("x:1:delay=60001") == RS_EINVAL);
+    RS_CHECK(rs_failpoint_set("x:1:delay=5ms") == RS_EINVAL);
+    RS_CHECK(rs_failpoint_set("x:1:delay=-5") == RS_EINVAL);
+    /* A delay fires at the n-th pass and every later one, and never kills. */
+    RS_CHECK(rs_failpoint_set("unit.test.slow:2:delay=20") == RS_OK);
+    RS_FAILPOINT("unit.test.slow");
+    uint64_t t1 = rs_clock_ns();
+    RS_FAILPOINT("unit.test.slow");
+    RS_FAILPOINT("unit.test.slow");
+    uint64_t t2 = rs_clock_ns();
+    RS_CHECK(rs_failpoint_passes() == 3);
+    RS_CHECK_MSG(t2 - t1 >= 40000000ull, "two delayed passes took %llu ns",
+                 (unsigned long long)(t2 - t1));
+    RS_CHECK(rs_failpoint_set(NULL) == RS_OK);
     return 0;
 }
 
