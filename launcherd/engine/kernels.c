@@ -27,7 +27,7 @@ int kern_isa_supported(enum kern_isa isa)
     if (isa == KERN_PORTABLE)
         return 1;
 #if defined(__x86_64__)
-    if (isa >= KERN_AVX2) /* AVX512: AVX2's float kernels */ {
+    if (isa == KERN_AVX2) {
         unsigned a, b, c, d;
         if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C))
             return 0;

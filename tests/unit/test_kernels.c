@@ -424,6 +424,13 @@ static int test_isa_detection_is_consistent(void)
     RS_CHECK(kern_isa_supported(KERN_PORTABLE));
     enum kern_isa best = kern_isa_detect();
     RS_CHECK(kern_isa_supported(best));
+#if defined(__x86_64__)
+    /* Each variant claims only CPUs with its instructions (AVX512 once passed on AVX2 alone). */
+    RS_CHECK(!kern_isa_supported(KERN_AVX512) || (__builtin_cpu_supports("avx512vnni") &&
+                                                   __builtin_cpu_supports("avx512bw")));
+    RS_CHECK(!kern_isa_supported(KERN_AVX2) || __builtin_cpu_supports("fma"));
+    RS_CHECK(best != KERN_AVX512 || __builtin_cpu_supports("avx512f"));
+#endif
     RS_CHECK(strcmp(kern_isa_name(KERN_AVX2), "avx2") == 0);
     RS_CHECK(kern_type_supported(RS_GGML_Q8_0) && kern_type_supported(RS_GGML_Q4_K));
     RS_CHECK(kern_type_supported(RS_GGML_Q5_K) && !kern_type_supported(RS_GGML_Q5_0) &&
