@@ -161,6 +161,16 @@ static void cpu_kv_free(void *st, void *kvp)
     free(kv);
 }
 
+/*
+ * Row, thread and logits buffers start on a cache line: a large malloc returns
+ * a page start plus 16 bytes, which split every other 32-byte activation load
+ * and every 64-byte AVX-512 panel load across two lines.
+ */
+static void *alloc_lines(size_t bytes)
+{
+    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
 /* Grows the per-row, per-thread and logits scratch to this step's needs. */
 static rs_err ensure_scratch(struct cpu_state *s, uint32_t rows, uint32_t npos, uint32_t want,
                              uint32_t n_seqs)
@@ -170,7 +180,7 @@ static rs_err ensure_scratch(struct cpu_state *s, uint32_t rows, uint32_t npos, 
         free(s->rows_mem);
         free(s->row_seq);
         free(s->partial);
-        s->rows_mem = malloc((size_t)rows * cpu_row_floats(hp) * sizeof(float));
+        s->rows_mem = alloc_lines((size_t)rows * cpu_row_floats(hp) * sizeof(float));
         s->row_seq = malloc((size_t)rows * 2 * sizeof(uint32_t));
         s->partial = s->tp > 1 ? malloc((size_t)s->tp * rows * hp->dim * sizeof(float)) : NULL;
         s->cap_rows = s->rows_mem && s->row_seq && (s->tp == 1 || s->partial) ? rows : 0;
@@ -180,14 +190,14 @@ static rs_err ensure_scratch(struct cpu_state *s, uint32_t rows, uint32_t npos, 
     }
     if (npos > s->cap_npos) {
         free(s->thread_mem);
-        s->thread_mem = malloc((size_t)s->nt * cpu_thread_floats(hp, npos) * sizeof(float));
+        s->thread_mem = alloc_lines((size_t)s->nt * cpu_thread_floats(hp, npos) * sizeof(float));
         s->cap_npos = s->thread_mem ? npos : 0;
         if (s->cap_npos == 0)
             goto oom;
     }
     if (want > s->cap_want) {
         free(s->logits);
-        s->logits = malloc((size_t)want * (hp->n_vocab + hp->dim) * sizeof(float));
+        s->logits = alloc_lines((size_t)want * (hp->n_vocab + hp->dim) * sizeof(float));
         s->cap_want = s->logits ? want : 0;
         if (s->cap_want == 0)
             goto oom;

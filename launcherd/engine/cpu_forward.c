@@ -40,7 +40,8 @@ size_t cpu_row_floats(const struct rs_model_hparams *hp)
 size_t cpu_thread_floats(const struct rs_model_hparams *hp, uint32_t npos)
 {
     size_t group = hp->n_heads / hp->n_kv_heads;
-    return kern_gemm_scratch_floats((uint32_t)max_cols(hp)) + group * npos;
+    size_t n = kern_gemm_scratch_floats((uint32_t)max_cols(hp)) + group * npos;
+    return (n + 15) & ~(size_t)15; /* each thread's scratch on its own cache lines */
 }
 
 void cpu_carve_rows(struct cpu_state *s)

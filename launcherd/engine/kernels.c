@@ -77,8 +77,9 @@ int kern_qdot_supported(enum rs_ggml_type t)
 
 size_t kern_gemm_scratch_floats(uint32_t cols)
 {
-    /* A 4-row widened panel, each row padded to a multiple of 8; or the integer dot's rows. */
-    size_t panel = 4 * (((size_t)cols + 7) & ~(size_t)7);
+    /* AVX2's 4-row widened panel, each row padded to a multiple of 8, AVX-512's 8-row one and
+     * a row, or the integer dot's rows. */
+    size_t panel = kern_gemm_avx512_scratch_floats(cols);
     size_t q = (kern_qgemm_scratch_bytes(cols) + sizeof(float) - 1) / sizeof(float);
     return panel > q ? panel : q;
 }
@@ -89,7 +90,9 @@ void kern_gemm(enum kern_isa isa, const struct kern_mat *w, const float *x, size
 {
     if (w->qdot)
         kern_qgemm(isa, w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
-    else if (isa >= KERN_AVX2) /* AVX512: AVX2's float kernels */
+    else if (isa == KERN_AVX512)
+        kern_gemm_avx512(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
+    else if (isa == KERN_AVX2)
         kern_gemm_avx2(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
     else
         kern_gemm_portable(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);

@@ -9,7 +9,7 @@
  * SwiGLU, GeGLU, soft-cap).
  * Batch invariance is a property of these kernels: see "Reduction order" below.
  * Leaves out: Q4_1, Q5_0/Q5_1, Q2_K/Q3_K and the IQ types (launcherd/README.md),
- * AVX-512 float GEMMs (KERN_AVX512 runs AVX2's; only its integer dot is VNNI).
+ * AVX-512 float kernels other than the prompt GEMM (attention and decode run AVX2's).
  */
 #ifndef RS_ENGINE_KERNELS_H
 #define RS_ENGINE_KERNELS_H
@@ -33,14 +33,17 @@
  * So a quantized matrix gives bit for bit the result of the F32 matrix
  * holding its dequantized values. The AVX2 variant uses FMA for each step;
  * the portable variant a rounded multiply then add, so the two differ in the
- * last bits (the test checks a tolerance) and a process uses one.
+ * last bits (the test checks a tolerance) and a process uses one. The AVX-512
+ * prompt GEMM runs two of those 8-lane accumulators per register, so it gives
+ * AVX2's bits exactly.
  */
 
 /* Instruction-set variant, chosen once at model load. */
 enum kern_isa {
     KERN_PORTABLE = 0, /* plain C, any x86-64 (or other) CPU */
     KERN_AVX2 = 1,     /* AVX2 + FMA + F16C */
-    KERN_AVX512 = 2,   /* AVX2's float kernels, AVX-512 VNNI integer dots (F/BW/VL/VNNI too) */
+    KERN_AVX512 = 2,   /* AVX2 + AVX-512 F/BW/VL/VNNI: the prompt GEMM in 512-bit registers
+                          (same bits as AVX2's), VNNI integer dots, AVX2's other kernels */
 };
 
 /* The best variant this CPU runs. Any thread. */
@@ -176,6 +179,10 @@ void kern_gemm_portable(const struct kern_mat *w, const float *x, size_t ldx, ui
 void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
                     float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
                     float *scratch);
+void kern_gemm_avx512(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                      float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
+                      float *scratch);
+size_t kern_gemm_avx512_scratch_floats(uint32_t cols);
 void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *table,
                              uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                              const float *q, float *scores, float *out);

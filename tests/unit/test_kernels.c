@@ -190,6 +190,53 @@ static int test_gemm_rows_bitwise_invariant_portable(void)
     return check_rows_invariant(KERN_PORTABLE);
 }
 
+static int test_gemm_rows_bitwise_invariant_avx512(void)
+{
+    return kern_isa_supported(KERN_AVX512) ? check_rows_invariant(KERN_AVX512) : 0;
+}
+
+/*
+ * The AVX-512 prompt GEMM gives AVX2's bits for every type, row count (tile
+ * remainders 1..5, the AVX2 hand-off at 3 rows), K with and without an 8-lane
+ * tail, column slices with and without a whole 8-row panel, and accumulate.
+ */
+static int test_gemm_avx512_matches_avx2_bitwise(void)
+{
+    if (!kern_isa_supported(KERN_AVX512))
+        return 0; /* nothing to check on this CPU */
+    static const uint32_t shapes[][3] = {{4, 64, 8},  {5, 37, 9},   {6, 256, 16}, {7, 300, 17},
+                                         {13, 96, 24}, {3, 64, 16}, {29, 515, 11}, {12, 8, 7}};
+    for (size_t ti = 0; ti < N_TYPES; ti++)
+        for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+            for (int pass = 0; pass < 4; pass++) {
+                int acc = pass & 1, sliced = pass >> 1;
+                uint32_t M = shapes[si][0], K = fit_cols(types[ti], shapes[si][1]);
+                uint32_t N = shapes[si][2];
+                float *deq, *x = rand_vec((size_t)M * K), *base = rand_vec((size_t)M * N);
+                float *a = malloc((size_t)M * N * 4), *b = malloc((size_t)M * N * 4);
+                memcpy(a, base, (size_t)M * N * 4);
+                memcpy(b, base, (size_t)M * N * 4);
+                struct kern_mat w = make_mat(types[ti], N, K, &deq);
+                float *scr = malloc(kern_gemm_scratch_floats(K) * sizeof(float));
+                /* Whole, or cut as threads would: an odd start, a slice of one whole panel. */
+                uint32_t cuts[4] = {0, N < 5 ? N : 5, N < 13 ? N : 13, N};
+                for (int c = 0; c < 3; c++) {
+                    uint32_t n0 = sliced ? cuts[c] : 0, n1 = sliced ? cuts[c + 1] : N;
+                    if (n0 < n1) {
+                        kern_gemm(KERN_AVX512, &w, x, K, M, a, N, n0, n1, acc, scr);
+                        kern_gemm(KERN_AVX2, &w, x, K, M, b, N, n0, n1, acc, scr);
+                    }
+                    if (!sliced)
+                        break;
+                }
+                RS_CHECK_MSG(memcmp(a, b, (size_t)M * N * 4) == 0,
+                             "%s M%u K%u N%u accumulate %d: AVX-512 differs from AVX2",
+                             rs_ggml_type_name(types[ti]), M, K, N, acc);
+                free(deq), free(x), free(base), free(a), free(b), free(scr), free((void *)w.data);
+            }
+    return 0;
+}
+
 /* accumulate = 1 adds the rounded dot to what y held. */
 static int test_gemm_accumulate_adds_to_output(void)
 {
@@ -599,6 +646,8 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_gemm_avx2_matches_portable),
     RS_TEST(test_gemm_rows_bitwise_invariant_avx2),
     RS_TEST(test_gemm_rows_bitwise_invariant_portable),
+    RS_TEST(test_gemm_rows_bitwise_invariant_avx512),
+    RS_TEST(test_gemm_avx512_matches_avx2_bitwise),
     RS_TEST(test_gemm_accumulate_adds_to_output),
     RS_TEST(test_attention_matches_reference),
     RS_TEST(test_rope_rotates_adjacent_pairs),
