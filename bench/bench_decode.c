@@ -298,7 +298,7 @@ static double run_prompt(rs_model *m, rs_kvcache *kv, uint32_t len, int reps)
 
 struct args {
     const char *model;
-    int threads, isa, reps, exact_dot;
+    int threads, isa, reps, dot;
     uint32_t nb, batches[16];
     uint32_t prompt, steps, context;
 };
@@ -323,9 +323,9 @@ static const struct rs_opt opts[] = {
     {.name = "isa", .kind = RS_OPT_CHOICE, .off = A(isa), .choices = rs_model_isa_names,
      .choice_vals = rs_model_isa_values, .arg = "auto|avx512|avx2|portable",
      .help = "CPU kernels (default auto)"},
-    {.name = "exact-dot", .kind = RS_OPT_FLAG, .off = A(exact_dot), .val = 1,
-     .help = "quantized weights widened to F32 (the default)"},
-    {.name = "int8-dot", .kind = RS_OPT_FLAG, .off = A(exact_dot), .val = 0,
+    {.name = "exact-dot", .kind = RS_OPT_FLAG, .off = A(dot), .val = RS_MODEL_DOT_EXACT,
+     .help = "every quantized weight widened to F32 (default: per type, as launcherd)"},
+    {.name = "int8-dot", .kind = RS_OPT_FLAG, .off = A(dot), .val = RS_MODEL_DOT_INT8,
      .help = "integer dot products over 8-bit activations"},
     {0},
 };
@@ -333,7 +333,7 @@ static const struct rs_opt opts[] = {
 /* -1 to run, else the exit code. */
 static int parse(int argc, char **argv, struct args *a)
 {
-    *a = (struct args){NULL, 0, RS_MODEL_ISA_AUTO, 3, 1, 4, {1, 8, 16, 32}, 512, 64, 64};
+    *a = (struct args){NULL, 0, RS_MODEL_ISA_AUTO, 3, RS_MODEL_DOT_AUTO, 4, {1, 8, 16, 32}, 512, 64, 64};
     struct rs_opt_group g = {NULL, opts, a, NULL};
     int code = rs_opt_main("bench_decode",
                            "usage: bench_decode -m MODEL.gguf [options]\n"
@@ -377,7 +377,7 @@ int main(int argc, char **argv)
     rs_model_opts_default(&o);
     o.n_threads = a.threads;
     o.isa = a.isa;
-    o.exact_dot = a.exact_dot;
+    o.dot = a.dot;
     rs_model *m;
     char err[256];
     if (rs_model_load(a.model, &o, &m, err, sizeof(err)) != RS_OK) {

@@ -34,7 +34,7 @@ struct launcher_opts {
                          "cpu" or "cuda" (rs_model_opts.backend) */
     int tp;           /* --tp: tensor-parallel shards (rs_model_opts.tp); 0 = none */
     int deterministic; /* --deterministic (rs_model_opts.deterministic) */
-    int exact_dot;     /* 1 (default, --exact-dot) or 0 (--int8-dot): rs_model_opts.exact_dot */
+    int dot;           /* RS_MODEL_DOT_*: AUTO (default), EXACT (--exact-dot), INT8 (--int8-dot) */
 };
 
 /* The table of those options (main.c), over struct launcher_opts. */

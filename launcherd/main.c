@@ -27,7 +27,7 @@ struct launcherd {
 };
 
 static struct launcherd the_daemon = {
-    .o = {.isa = RS_MODEL_ISA_AUTO, .backend = "auto", .exact_dot = 1},
+    .o = {.isa = RS_MODEL_ISA_AUTO, .backend = "auto", .dot = RS_MODEL_DOT_AUTO},
 }; /* static: a fenced exit leaves it as it is (stage.h) */
 
 static int parse_backend(void *dst, const struct rs_opt *o, const char *v, char *err, size_t len)
@@ -63,10 +63,10 @@ const struct rs_opt launcher_opt_table[] = {
     {.name = "deterministic", .kind = RS_OPT_FLAG, .off = LO(deterministic), .val = 1,
      .help = "batch-invariant kernels on the GPU too (a request's\n"
              "tokens do not depend on its companions; no cuBLAS)"},
-    {.name = "exact-dot", .kind = RS_OPT_FLAG, .off = LO(exact_dot), .val = 1,
-     .help = "CPU: quantized weights widened to F32 times F32\n"
-             "activations (the default)"},
-    {.name = "int8-dot", .kind = RS_OPT_FLAG, .off = LO(exact_dot), .val = 0,
+    {.name = "exact-dot", .kind = RS_OPT_FLAG, .off = LO(dot), .val = RS_MODEL_DOT_EXACT,
+     .help = "CPU: every quantized weight widened to F32 times F32\n"
+             "activations (default: per weight type, the faster)"},
+    {.name = "int8-dot", .kind = RS_OPT_FLAG, .off = LO(dot), .val = RS_MODEL_DOT_INT8,
      .help = "CPU: activations quantized to 8 bits per block and\n"
              "integer dot products for Q8_0/Q4_0/Q4_K/Q5_K/Q6_K"},
     {0},

@@ -34,7 +34,7 @@ static rs_err load_model(struct launcher *l, const struct rs_pipe_config *cfg,
     mo.backend = opts->backend[0] != '\0' ? opts->backend : "auto";
     mo.tp = opts->tp;
     mo.deterministic = opts->deterministic;
-    mo.exact_dot = opts->exact_dot;
+    mo.dot = opts->dot;
     mo.n_threads = opts->n_threads;
     mo.isa = opts->isa;
     mo.max_batch_tokens = cfg->max_batched_tokens;

@@ -16,10 +16,12 @@
 #include "common/log.h"
 
 /* qdot: the integer dot products where the type has them (not --exact-dot). */
-static struct kern_mat mat_of(const struct llama_mat *m, int qdot)
+/* dot: RS_MODEL_DOT_*; the integer dot where asked for (or, AUTO, measured faster) and built. */
+static struct kern_mat mat_of(const struct llama_mat *m, int dot)
 {
+    int q = dot == RS_MODEL_DOT_INT8 || (dot == RS_MODEL_DOT_AUTO && kern_qdot_preferred(m->type));
     struct kern_mat k = {m->data, m->type, m->rows, m->cols, m->row_bytes,
-                         qdot && kern_qdot_supported(m->type)};
+                         q && kern_qdot_supported(m->type)};
     return k;
 }
 
@@ -69,7 +71,7 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         free(s);
         return RS_ENOMEM;
     }
-    int q = !opts->exact_dot;
+    int q = opts->dot;
     for (uint32_t i = 0; i < s->hp.n_layers; i++) {
         const struct llama_layer *l = &d->layers[i];
         struct cpu_layer *c = &s->layers[i];
@@ -90,8 +92,10 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         return rc;
     }
     s->nt = opts->n_threads;
+    static const char *const dots[] = {[RS_MODEL_DOT_AUTO] = "", [RS_MODEL_DOT_EXACT] = " exact-dot",
+                                       [RS_MODEL_DOT_INT8] = " int8-dot"};
     snprintf(s->describe, sizeof(s->describe), "cpu %s%s %d thread%s", kern_isa_name(s->isa),
-             q ? "" : " exact-dot", s->nt, s->nt == 1 ? "" : "s");
+             (unsigned)q <= RS_MODEL_DOT_INT8 ? dots[q] : "", s->nt, s->nt == 1 ? "" : "s");
     if (s->tp > 1)
         snprintf(s->describe + strlen(s->describe), sizeof(s->describe) - strlen(s->describe),
                  ", tp %d", s->tp);

@@ -75,6 +75,16 @@ int kern_qdot_supported(enum rs_ggml_type t)
     return kq_type_supported(t);
 }
 
+int kern_qdot_preferred(enum rs_ggml_type t)
+{
+    /* Q8_0, Q4_0 and Q5_K decode one sequence faster exact (launcherd/README.md). */
+    static const enum rs_ggml_type faster[] = {RS_GGML_Q4_K, RS_GGML_Q6_K};
+    for (size_t i = 0; i < sizeof(faster) / sizeof(faster[0]); i++)
+        if (faster[i] == t)
+            return 1;
+    return 0;
+}
+
 size_t kern_gemm_scratch_floats(uint32_t cols)
 {
     /* AVX2's 4-row widened panel, each row padded to a multiple of 8, AVX-512's 8-row one and

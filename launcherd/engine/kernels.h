@@ -69,6 +69,13 @@ struct kern_mat {
 /* 1 when weights of type t have an integer dot product (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K). */
 int kern_qdot_supported(enum rs_ggml_type t);
 
+/*
+ * 1 when the default (RS_MODEL_DOT_AUTO) multiplies weights of type t by
+ * integer dots: the types whose integer dot bench/decode measured faster than
+ * the exact path at batch 1 and at batch 16 (launcherd/README.md).
+ */
+int kern_qdot_preferred(enum rs_ggml_type t);
+
 /* 1 when the GEMM handles weights of type t. */
 int kern_type_supported(enum rs_ggml_type t);
 

@@ -51,7 +51,7 @@ void rs_model_opts_default(struct rs_model_opts *o)
     o->backend = NULL;
     o->n_threads = 0;
     o->isa = RS_MODEL_ISA_AUTO;
-    o->exact_dot = 1; /* launcherd/README.md, "Integer dot products": slower here so far */
+    o->dot = RS_MODEL_DOT_AUTO;
     o->max_batch_tokens = RS_MODEL_DEFAULT_MAX_TOKENS;
     o->barrier_spin_us = 50;
     o->idle_spin_us = 0;

@@ -57,7 +57,12 @@ struct rs_model_hparams {
 #define RS_MODEL_ISA_AUTO (-1)  /* best the CPU supports */
 #define RS_MODEL_ISA_PORTABLE 0 /* plain C */
 #define RS_MODEL_ISA_AVX2 1     /* AVX2 + FMA + F16C */
-#define RS_MODEL_ISA_AVX512 2   /* AVX2's float kernels, AVX-512 VNNI integer dot products */
+#define RS_MODEL_ISA_AVX512 2   /* AVX-512 prompt GEMM and VNNI integer dots, else AVX2's */
+
+/* How quantized weights are multiplied on the CPU (rs_model_opts.dot). */
+#define RS_MODEL_DOT_AUTO 0  /* per weight type, the faster one measured (kern_qdot_preferred) */
+#define RS_MODEL_DOT_EXACT 1 /* widened to F32 (--exact-dot) */
+#define RS_MODEL_DOT_INT8 2  /* integer dot products over 8-bit activations (--int8-dot) */
 
 /* The --isa names (NULL-terminated) and their RS_MODEL_ISA_* values, for option tables. */
 extern const char *const rs_model_isa_names[];
@@ -80,10 +85,12 @@ struct rs_model_opts {
     int deterministic;          /* batch-invariant kernels on every backend: a row's logits do
                                    not depend on its companions (the CPU's always are; CUDA:
                                    no cuBLAS, also RS_CUDA_DETERMINISTIC=1) */
-    int exact_dot;              /* CPU: 1 (default) multiplies quantized weights widened to
-                                   F32 by F32 activations; 0 quantizes each activation row to
-                                   8-bit blocks and uses integer dot products, as llama.cpp
-                                   does (launcherd/README.md, "Integer dot products") */
+    int dot;                    /* CPU, quantized weights (RS_MODEL_DOT_*): AUTO (default) per
+                                   weight type the faster one measured; EXACT widens them to
+                                   F32 times F32 activations; INT8 quantizes each activation
+                                   row to 8-bit blocks and uses integer dot products, as
+                                   llama.cpp does (launcherd/README.md, "Integer dot
+                                   products") */
 };
 
 /* Defaults: cpu backend, all CPUs, auto ISA, 4096 tokens, 50 us barrier spin, no idle spin. */

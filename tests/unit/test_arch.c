@@ -212,7 +212,7 @@ static int our_logits(const char *path, int isa, int exact, const int32_t *ids, 
     char err[512];
     rs_model_opts_default(&o);
     o.isa = isa;
-    o.exact_dot = exact;
+    o.dot = exact ? RS_MODEL_DOT_EXACT : RS_MODEL_DOT_INT8;
     struct run r;
     memset(&r, 0, sizeof(r));
     RS_CHECK_MSG(rs_model_load(path, &o, &r.m, err, sizeof(err)) == RS_OK, "%s: %s", path, err);
@@ -296,7 +296,7 @@ static int against_reference(const char *path, int isa, double tol)
     struct rs_model_opts o;
     rs_model_opts_default(&o);
     o.isa = isa;
-    o.exact_dot = 1; /* the reference multiplies the dequantized weights in float */
+    o.dot = RS_MODEL_DOT_EXACT; /* the reference multiplies the dequantized weights in float */
     rs_model *m;
     RS_CHECK_MSG(rs_model_load(path, &o, &m, err, sizeof(err)) == RS_OK, "%s", err);
     const struct rs_model_hparams *hp = rs_model_hparams(m);

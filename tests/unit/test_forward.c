@@ -109,7 +109,7 @@ static int check_against_reference(const char *path, int isa)
     struct rs_model_opts o;
     rs_model_opts_default(&o);
     o.isa = isa;
-    o.exact_dot = 1; /* the reference multiplies the dequantized weights in float */
+    o.dot = RS_MODEL_DOT_EXACT; /* the reference multiplies the dequantized weights in float */
     rs_model *m;
     RS_CHECK_MSG(rs_model_load(path, &o, &m, err, sizeof(err)) == RS_OK, "%s", err);
     const struct rs_model_hparams *hp = rs_model_hparams(m);

@@ -26,7 +26,7 @@ static int load_dot(const char *path, int tp, int threads, int exact, rs_model *
     struct rs_model_opts o;
     char err[256];
     rs_model_opts_default(&o);
-    o.exact_dot = exact;
+    o.dot = exact ? RS_MODEL_DOT_EXACT : RS_MODEL_DOT_INT8;
     o.tp = tp;
     o.n_threads = threads;
     rs_err rc = rs_model_load(path, &o, m, err, sizeof(err));
