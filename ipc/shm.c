@@ -504,18 +504,21 @@ static rs_shm *handle_new(const char *name, int fd, uint64_t size, unsigned flag
 static void write_header(rs_shm *s, uint64_t epoch, const struct shm_region_dir *dirs, uint32_t n)
 {
     struct shm_hdr *h = s->hdr;
-    h->magic = RS_SHM_MAGIC;
+    /* The creator first, the magic last: a starting stage that reads a magic without a
+     * creator took the creation for a dead one and removed it under its creator. */
+    h->creator_pid = (uint32_t)getpid();
     h->layout_version = RS_SHM_LAYOUT_VERSION;
     h->hdr_bytes = SHM_HDR_BYTES;
     h->total_bytes = s->size;
     h->epoch = epoch;
     h->created_ns = realtime_ns();
-    h->creator_pid = (uint32_t)getpid();
     h->n_regions = n;
     read_boot_id(h->boot_id);
     memcpy(h->regions, dirs, n * sizeof(*dirs));
     h->layout_hash = layout_hash(h->regions, n);
     atomic_store_explicit(&h->incarnation, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    h->magic = RS_SHM_MAGIC;
 }
 
 static rs_err create_fail(rs_shm *s, rs_err e)

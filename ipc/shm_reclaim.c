@@ -26,7 +26,7 @@
 
 static int creator_gone(uint32_t pid)
 {
-    return pid == 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
 /* Why the image of `fd` (st) is garbage, or NULL when it may be live or valid. */
@@ -41,9 +41,12 @@ static const char *garbage_reason(int fd, const struct stat *st, char *buf, size
         return young ? NULL : "header never written (its creator died while creating it)";
     if (h.magic != RS_SHM_MAGIC)
         return "not a ringserve segment (bad magic)";
-    if (atomic_load_explicit(&h.state, memory_order_acquire) != SHM_READY)
+    if (atomic_load_explicit(&h.state, memory_order_acquire) != SHM_READY) {
+        if (h.creator_pid == 0) /* a creator still writing its header, unless it is old */
+            return young ? NULL : "creation never finished (no creator recorded, 30 s old)";
         return creator_gone(h.creator_pid) ? "creation never finished and its creator is gone"
                                            : NULL;
+    }
     void *p = rs_sys.mmap(NULL, (size_t)st->st_size, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         return NULL;

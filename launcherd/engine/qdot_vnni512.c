@@ -157,6 +157,128 @@ V5_INL void v5_super_dot(const struct v5_super *w, const struct kq_act *const *x
     }
 }
 
+/*
+ * Q8_0 / Q4_0: one group (8 blocks, two per register) against n activation
+ * rows. Q8_0 pairs |w| with x carrying w's sign (vpdpbusd); Q4_0 pairs its
+ * unsigned nibbles with x and takes 8 x (the block's level sum) off, exact in
+ * int32. The 8 block sums come out of one transposing reduction, then each
+ * block's term (ws * dx) * isum is added in block order, as qdot.h says.
+ */
+struct v5_group {
+    __m512i u[4];   /* unsigned operand: |levels| (Q8_0) or nibbles (Q4_0), blocks 2r, 2r + 1 */
+    __mmask64 neg[4]; /* Q8_0: lanes whose level is negative */
+    __m256 ws;      /* each block's scale (0 past the row's end) */
+};
+
+V5_INL __m512i v5_two(const uint8_t *a, const uint8_t *b)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+/* Blocks 8g .. 8g + 7 of a Q8_0 (q4 = 0) or Q4_0 row; those at or past nb are zero. */
+V5_INL void v5_load_q8q4(const uint8_t *row, uint32_t g, uint32_t nb, int q4,
+                         struct v5_group *o)
+{
+    const size_t bytes = q4 ? RS_QUANT_Q4_0_BYTES : RS_QUANT_Q8_0_BYTES;
+    const uint8_t *p = row + (size_t)8 * g * bytes;
+    int n = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
+    uint16_t h[8] = {0};
+    for (int j = 0; j < n; j++)
+        memcpy(&h[j], p + (size_t)j * bytes, 2);
+    o->ws = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int r = 0; r < 4; r++) {
+        __m512i v = _mm512_setzero_si512();
+        if (2 * r + 1 < n && !q4) {
+            v = v5_two(p + (size_t)(2 * r) * bytes + 2, p + (size_t)(2 * r + 1) * bytes + 2);
+        } else if (2 * r + 1 < n) { /* 16 bytes a block: values 0-15 low nibbles, 16-31 high */
+            __m256i bytes2 = _mm256_set_m128i(
+                _mm_loadu_si128((const __m128i *)(p + (size_t)(2 * r + 1) * bytes + 2)),
+                _mm_loadu_si128((const __m128i *)(p + (size_t)(2 * r) * bytes + 2)));
+            __m256i lo = _mm256_and_si256(bytes2, _mm512_castsi512_si256(m4));
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes2, 4), _mm512_castsi512_si256(m4));
+            /* [lo 2r | lo 2r+1 | hi 2r | hi 2r+1] -> [lo 2r | hi 2r | lo 2r+1 | hi 2r+1] */
+            __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            v = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+        } else if (2 * r < n) { /* the row's last block alone */
+            if (q4) {
+                __m128i b = _mm_loadu_si128((const __m128i *)(p + (size_t)(2 * r) * bytes + 2));
+                __m128i lo = _mm_and_si128(b, _mm_set1_epi8(15));
+                __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(15));
+                v = _mm512_castsi256_si512(_mm256_set_m128i(hi, lo));
+                v = _mm512_maskz_mov_epi64(0x0F, v);
+            } else {
+                v = _mm512_castsi256_si512(
+                    _mm256_loadu_si256((const __m256i *)(p + (size_t)(2 * r) * bytes + 2)));
+                v = _mm512_maskz_mov_epi64(0x0F, v);
+            }
+        }
+        o->neg[r] = q4 ? 0 : _mm512_movepi8_mask(v);
+        o->u[r] = q4 ? v : _mm512_abs_epi8(v);
+    }
+}
+
+/* The 8 block sums [b0 .. b7] of 4 registers of 16 int32 lanes (block 2r: lanes 0-7, 2r + 1:
+ * lanes 8-15 of register r); integer, so any order is exact. */
+V5_INL __m256i v5_block_sums(const __m512i v[4])
+{
+    __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]),
+                                   _mm512_unpackhi_epi32(v[0], v[1]));
+    __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]),
+                                   _mm512_unpackhi_epi32(v[2], v[3]));
+    /* element i of 128-bit lane L: the total of register i's lane L */
+    __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+    __m256i l01 = _mm512_castsi512_si256(t), l23 = _mm512_extracti64x4_epi64(t, 1);
+    /* lanes 0 + 1: element i is block 2i; lanes 2 + 3: block 2i + 1 */
+    __m128i even = _mm_add_epi32(_mm256_castsi256_si128(l01), _mm256_extracti128_si256(l01, 1));
+    __m128i odd = _mm_add_epi32(_mm256_castsi256_si128(l23), _mm256_extracti128_si256(l23, 1));
+    return _mm256_permutevar8x32_epi32(_mm256_set_m128i(odd, even),
+                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+V5_INL void v5_group_dot(const struct v5_group *w, const struct kq_act *const *x, int n,
+                         uint32_t g, int q4, float *acc)
+{
+    for (int m = 0; m < n; m++) {
+        __m512i v[4];
+        for (int r = 0; r < 4; r++) {
+            __m512i xq = _mm512_loadu_si512(x[m]->q + (size_t)KQ_BLOCK * (8 * g + 2 * r));
+            if (!q4) /* x takes w's sign (levels are at least -127: negation is exact) */
+                xq = _mm512_mask_sub_epi8(xq, w->neg[r], _mm512_setzero_si512(), xq);
+            v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->u[r], xq);
+        }
+        __m256i isum = v5_block_sums(v);
+        if (q4) /* (nibble - 8) . x = nibble . x - 8 sum(x) */
+            isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(
+                                              _mm256_loadu_si256((const __m256i *)(x[m]->s + 8 * g)), 3));
+        __m256 dx = _mm256_loadu_ps(x[m]->d + 8 * g);
+        float t[8];
+        _mm256_storeu_ps(t, _mm256_mul_ps(_mm256_mul_ps(w->ws, dx), _mm256_cvtepi32_ps(isum)));
+        float a = acc[m];
+        for (int j = 0; j < 8; j++)
+            a = a + t[j];
+        acc[m] = a;
+    }
+}
+
+#define V5_DOT_BLOCKS(NAME, Q4)                                                                  \
+    V5_TGT static void NAME(const uint8_t *row, const struct kq_act *const *x, int n,           \
+                            uint32_t K, float *out)                                              \
+    {                                                                                            \
+        uint32_t nb = K / KQ_BLOCK, ng = kq_padded_blocks(K) / 8;                                 \
+        float acc[KQ_DOT_ROWS] = {0};                                                            \
+        for (uint32_t g = 0; g < ng; g++) {                                                      \
+            struct v5_group w;                                                                   \
+            v5_load_q8q4(row, g, nb, Q4, &w);                                                    \
+            v5_group_dot(&w, x, n, g, Q4, acc);                                                  \
+        }                                                                                        \
+        for (int m = 0; m < n; m++)                                                              \
+            out[m] = acc[m];                                                                     \
+    }
+V5_DOT_BLOCKS(v5_q8_0, 0)
+V5_DOT_BLOCKS(v5_q4_0, 1)
+
 #define V5_DOT(NAME, LOAD, Q6)                                                                   \
     V5_TGT static void NAME(const uint8_t *row, const struct kq_act *const *x, int n,           \
                             uint32_t K, float *out)                                              \
@@ -175,7 +297,7 @@ V5_DOT(v5_q5_k, v5_load_kq(row, g, &w, 1), 0)
 V5_DOT(v5_q6_k, v5_load_q6_k(row, g, &w), 1)
 
 const struct kq_raw_dot kq_vnni512_table[] = {
-    {RS_GGML_Q4_K, v5_q4_k}, {RS_GGML_Q5_K, v5_q5_k}, {RS_GGML_Q6_K, v5_q6_k}, {RS_GGML_F32, NULL},
+    {RS_GGML_Q8_0, v5_q8_0}, {RS_GGML_Q4_0, v5_q4_0}, {RS_GGML_Q4_K, v5_q4_k}, {RS_GGML_Q5_K, v5_q5_k}, {RS_GGML_Q6_K, v5_q6_k}, {RS_GGML_F32, NULL},
 };
 
 #else

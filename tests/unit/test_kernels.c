@@ -520,7 +520,7 @@ static float *qdot_inputs(uint32_t M, uint32_t K)
 static int test_qdot_variants_agree_bitwise(void)
 {
     for (size_t ti = 0; ti < N_QTYPES; ti++) {
-        /* Q8_0/Q4_0: 17 blocks, not a multiple of the 8 lanes */
+        /* Q8_0/Q4_0: 17 blocks, not a multiple of the 8 lanes; an odd count in the last group */
         uint32_t M = 21, N = 13, K = rs_ggml_block_size(qtypes[ti]) == 32 ? 544 : 512;
         float *deq, *x = qdot_inputs(M, K);
         struct kern_mat w = make_mat(qtypes[ti], N, K, &deq);
@@ -535,6 +535,15 @@ static int test_qdot_variants_agree_bitwise(void)
             RS_CHECK_MSG(memcmp(got, ref, (size_t)M * N * 4) == 0, "%s %s: differs from portable",
                          kern_isa_name((enum kern_isa)isa), rs_ggml_type_name(qtypes[ti]));
             free(got);
+            /* 1-3 rows (decode) take the row dots, not the panel */
+            for (uint32_t few = 1; few <= 3; few++) {
+                float *a = qgemm((enum kern_isa)isa, &w, x + (size_t)few * K, few);
+                float *b = qgemm(KERN_PORTABLE, &w, x + (size_t)few * K, few);
+                RS_CHECK_MSG(memcmp(a, b, (size_t)few * N * 4) == 0,
+                             "%s %s: %u rows differ from portable",
+                             kern_isa_name((enum kern_isa)isa), rs_ggml_type_name(qtypes[ti]), few);
+                free(a), free(b);
+            }
         }
         for (uint32_t n = 0; n < N; n++)
             RS_CHECK(ref[n] == 0.0f); /* the zero row */

@@ -536,6 +536,11 @@ static int test_reclaim_keeps_valid_and_removes_dead_creation(void)
     struct shm_hdr *h = rs_shm_base(f.shm);
     atomic_store(&h->state, SHM_INITIALIZING);
     RS_CHECK(rs_shm_reclaim(f.name) == RS_EEXIST); /* its creator (this process) lives */
+    /* A header read while its creator is still writing it: no creator yet, and young. */
+    uint32_t mine = h->creator_pid;
+    h->creator_pid = 0;
+    RS_CHECK(rs_shm_reclaim(f.name) == RS_EEXIST);
+    h->creator_pid = mine;
     pid_t pid = fork();
     if (pid == 0)
         _exit(0);
