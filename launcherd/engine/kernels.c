@@ -75,14 +75,12 @@ int kern_qdot_supported(enum rs_ggml_type t)
     return kq_type_supported(t);
 }
 
-int kern_qdot_preferred(enum rs_ggml_type t)
+int kern_qdot_preferred(enum kern_isa isa, enum rs_ggml_type t)
 {
-    /* Q8_0, Q4_0 and Q5_K decode one sequence faster exact (launcherd/README.md). */
-    static const enum rs_ggml_type faster[] = {RS_GGML_Q4_K, RS_GGML_Q6_K};
-    for (size_t i = 0; i < sizeof(faster) / sizeof(faster[0]); i++)
-        if (faster[i] == t)
-            return 1;
-    return 0;
+    /* Measured (launcherd/README.md, "Which dot by default"): with AVX-512 VNNI (512-bit row
+     * dots, the panel GEMM) the integer dot ties or wins at batch 1 and wins at 16 for every
+     * type; AVX2's (vpmaddubsw, no panel) loses to the widened path at both. */
+    return isa == KERN_AVX512 && kern_qdot_supported(t);
 }
 
 size_t kern_gemm_scratch_floats(uint32_t cols)

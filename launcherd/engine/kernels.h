@@ -71,10 +71,10 @@ int kern_qdot_supported(enum rs_ggml_type t);
 
 /*
  * 1 when the default (RS_MODEL_DOT_AUTO) multiplies weights of type t by
- * integer dots: the types whose integer dot bench/decode measured faster than
+ * integer dots on variant isa: where bench/decode measured them faster than
  * the exact path at batch 1 and at batch 16 (launcherd/README.md).
  */
-int kern_qdot_preferred(enum rs_ggml_type t);
+int kern_qdot_preferred(enum kern_isa isa, enum rs_ggml_type t);
 
 /* 1 when the GEMM handles weights of type t. */
 int kern_type_supported(enum rs_ggml_type t);

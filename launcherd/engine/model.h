@@ -60,7 +60,7 @@ struct rs_model_hparams {
 #define RS_MODEL_ISA_AVX512 2   /* AVX-512 prompt GEMM and VNNI integer dots, else AVX2's */
 
 /* How quantized weights are multiplied on the CPU (rs_model_opts.dot). */
-#define RS_MODEL_DOT_AUTO 0  /* per weight type, the faster one measured (kern_qdot_preferred) */
+#define RS_MODEL_DOT_AUTO 0  /* per CPU variant and type, the faster measured (kern_qdot_preferred) */
 #define RS_MODEL_DOT_EXACT 1 /* widened to F32 (--exact-dot) */
 #define RS_MODEL_DOT_INT8 2  /* integer dot products over 8-bit activations (--int8-dot) */
 
@@ -85,8 +85,9 @@ struct rs_model_opts {
     int deterministic;          /* batch-invariant kernels on every backend: a row's logits do
                                    not depend on its companions (the CPU's always are; CUDA:
                                    no cuBLAS, also RS_CUDA_DETERMINISTIC=1) */
-    int dot;                    /* CPU, quantized weights (RS_MODEL_DOT_*): AUTO (default) per
-                                   weight type the faster one measured; EXACT widens them to
+    int dot;                    /* CPU, quantized weights (RS_MODEL_DOT_*): AUTO (default) the
+                                   faster one measured on this CPU variant (integer with
+                                   AVX-512 VNNI, else widened); EXACT widens them to
                                    F32 times F32 activations; INT8 quantizes each activation
                                    row to 8-bit blocks and uses integer dot products, as
                                    llama.cpp does (launcherd/README.md, "Integer dot

@@ -59,11 +59,27 @@ V5_INL void v5_k_scales(const uint8_t *s12, uint8_t sc[8], uint8_t m[8])
     memcpy(m, w + 2, 8);
 }
 
+/*
+ * Prefetch of the weight bytes V5_PF_AHEAD past the `len` bytes a dot is about
+ * to read (into the next rows: a matrix's rows are contiguous). A row dot
+ * reads one short stream, and the hardware prefetcher left its first loads of
+ * every block waiting on DRAM (perf: a third of Q8_0's batch-1 decode on the
+ * scale loads). Prefetches never fault and never change results.
+ */
+#define V5_PF_AHEAD 2048
+
+V5_INL void v5_prefetch(const uint8_t *p, size_t len)
+{
+    for (size_t off = 0; off < len; off += 64)
+        _mm_prefetch((const char *)p + V5_PF_AHEAD + off, _MM_HINT_T0);
+}
+
 V5_INL void v5_load_kq(const uint8_t *row, uint32_t g, struct v5_super *o, int five_bit)
 {
     size_t bytes = five_bit ? RS_QUANT_Q5_K_BYTES : RS_QUANT_Q4_K_BYTES;
     const uint8_t *blk = row + (size_t)g * bytes, *ql = blk + (five_bit ? 48 : 16);
     const __m512i m4 = _mm512_set1_epi8(15);
+    v5_prefetch(blk, bytes);
     uint16_t h[2];
     memcpy(h, blk, 4);
     o->d = _cvtsh_ss(h[0]), o->dmin = _cvtsh_ss(h[1]);
@@ -96,6 +112,7 @@ V5_INL void v5_load_q6_k(const uint8_t *row, uint32_t g, struct v5_super *o)
 {
     const uint8_t *blk = row + (size_t)g * RS_QUANT_Q6_K_BYTES;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+    v5_prefetch(blk, RS_QUANT_Q6_K_BYTES);
     uint16_t dh;
     memcpy(&dh, blk + 208, 2);
     __m512i sc16 = _mm512_castsi256_si512(
@@ -182,11 +199,15 @@ V5_INL void v5_load_q8q4(const uint8_t *row, uint32_t g, uint32_t nb, int q4,
 {
     const size_t bytes = q4 ? RS_QUANT_Q4_0_BYTES : RS_QUANT_Q8_0_BYTES;
     const uint8_t *p = row + (size_t)8 * g * bytes;
+    v5_prefetch(p, 8 * bytes);
     int n = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
-    uint16_t h[8] = {0};
-    for (int j = 0; j < n; j++)
-        memcpy(&h[j], p + (size_t)j * bytes, 2);
-    o->ws = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    /* The 8 fp16 scales gathered in registers: built in memory half by half, they were
+     * read back whole before the stores could forward (perf: the group's hottest stall). */
+    const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                          _mm256_set1_epi32((int)bytes));
+    __m256i words = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), (__mmask8)((1u << n) - 1),
+                                                 at, p, 1);
+    o->ws = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(words, _mm256_set1_epi32(0xFFFF))));
     const __m512i m4 = _mm512_set1_epi8(15);
     for (int r = 0; r < 4; r++) {
         __m512i v = _mm512_setzero_si512();

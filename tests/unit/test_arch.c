@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launcherd/engine/kernels.h"
 #include "launcherd/engine/model.h"
 #include "tests/rs_test.h"
 #include "tests/unit/engine_testutil.h"
@@ -204,15 +205,16 @@ static double max_diff(const float *a, const float *b, int n, int *agree)
     return mx;
 }
 
-/* Our logits for prompt ids (k positions, one step each) into out (k x VOCAB). */
-static int our_logits(const char *path, int isa, int exact, const int32_t *ids, int k, float *out,
+/* Our logits for prompt ids (k positions, one step each) into out (k x VOCAB); dot:
+ * RS_MODEL_DOT_*. */
+static int our_logits(const char *path, int isa, int dot, const int32_t *ids, int k, float *out,
                       char *desc, size_t desc_len)
 {
     struct rs_model_opts o;
     char err[512];
     rs_model_opts_default(&o);
     o.isa = isa;
-    o.dot = exact ? RS_MODEL_DOT_EXACT : RS_MODEL_DOT_INT8;
+    o.dot = dot;
     struct run r;
     memset(&r, 0, sizeof(r));
     RS_CHECK_MSG(rs_model_load(path, &o, &r.m, err, sizeof(err)) == RS_OK, "%s: %s", path, err);
@@ -259,9 +261,11 @@ static int check_quantized(const char *name)
         float *o8 = malloc((size_t)k * VOCAB * 4), *ox = malloc((size_t)k * VOCAB * 4);
         float *alt = malloc((size_t)k * VOCAB * 4);
         RS_CHECK(q != NULL && f != NULL && o8 != NULL && ox != NULL && alt != NULL);
-        RS_CHECK(our_logits(path, RS_MODEL_ISA_AUTO, 0, ids, k, o8, desc[0], 96) == 0);
-        RS_CHECK(our_logits(path, RS_MODEL_ISA_AUTO, 1, ids, k, ox, desc[1], 96) == 0);
-        RS_CHECK(our_logits(path, RS_MODEL_ISA_AVX2, 0, ids, k, alt, desc[2], 96) == 0);
+        RS_CHECK(our_logits(path, RS_MODEL_ISA_AUTO, RS_MODEL_DOT_INT8, ids, k, o8, desc[0], 96) == 0);
+        RS_CHECK(our_logits(path, RS_MODEL_ISA_AUTO, RS_MODEL_DOT_EXACT, ids, k, ox, desc[1], 96) ==
+                 0);
+        RS_CHECK(our_logits(path, RS_MODEL_ISA_AVX2, RS_MODEL_DOT_INT8, ids, k, alt, desc[2], 96) ==
+                 0);
         RS_CHECK_MSG(memcmp(alt, o8, (size_t)k * VOCAB * 4) == 0,
                      "%s seq%d: %s and %s integer dots differ", name, k, desc[0], desc[2]);
         e_llama = fmax(e_llama, max_diff(q, f, k, &dummy));
@@ -285,6 +289,38 @@ static int test_refdata_llama256_q4_0(void) { return check_quantized("llama256-q
 static int test_refdata_llama256_q4_k_m(void) { return check_quantized("llama256-q4_k_m"); }
 static int test_refdata_llama256_q5_k_m(void) { return check_quantized("llama256-q5_k_m"); }
 static int test_refdata_llama256_q6_k(void) { return check_quantized("llama256-q6_k"); }
+
+/*
+ * The default dot resolves per CPU variant: integer dots with AVX-512 VNNI,
+ * the widened path with AVX2 (launcherd/README.md, "Which dot by default"),
+ * checked on the logits of a llama.cpp-made Q4_K_M file (Q4_K and Q6_K).
+ */
+static int test_default_dot_is_integer_with_vnni_else_widened(void)
+{
+    char path[1024], desc[96];
+    if (rs_test_refdata("arch/llama256-q4_k_m.gguf", path, sizeof(path)) == NULL)
+        return RS_TEST_SKIP;
+    int32_t ids[64];
+    RS_CHECK(read_ids("llama256-q4_k_m.seq16.ids", ids, 64) == 16);
+    float *a = malloc(16 * VOCAB * 4), *b = malloc(16 * VOCAB * 4);
+    RS_CHECK(a != NULL && b != NULL);
+    static const int isas[] = {RS_MODEL_ISA_AVX2, RS_MODEL_ISA_AVX512};
+    static const int want[] = {RS_MODEL_DOT_EXACT, RS_MODEL_DOT_INT8};
+    for (int i = 0; i < 2; i++) {
+        if (!kern_isa_supported((enum kern_isa)isas[i]))
+            continue;
+        RS_CHECK(our_logits(path, isas[i], RS_MODEL_DOT_AUTO, ids, 16, a, desc, sizeof(desc)) == 0);
+        RS_CHECK(strstr(desc, want[i] == RS_MODEL_DOT_INT8 ? "int8-dot (auto)" : "exact-dot (auto)"));
+        RS_CHECK(our_logits(path, isas[i], want[i], ids, 16, b, desc, sizeof(desc)) == 0);
+        RS_CHECK_MSG(memcmp(a, b, 16 * VOCAB * 4) == 0, "%s: the default is not the %s dot", desc,
+                     want[i] == RS_MODEL_DOT_INT8 ? "integer" : "widened");
+        RS_CHECK(our_logits(path, isas[i], RS_MODEL_DOT_INT8 + RS_MODEL_DOT_EXACT - want[i], ids,
+                            16, b, desc, sizeof(desc)) == 0);
+        RS_CHECK_MSG(memcmp(a, b, 16 * VOCAB * 4) != 0, "%s: both dots gave the same logits", desc);
+    }
+    free(a), free(b);
+    return 0;
+}
 
 /* --- random shapes vs the double reference ---------------------------------------------- */
 
@@ -507,6 +543,7 @@ static int test_descriptor_resolves_hparams(void)
 }
 
 static const struct rs_test_case cases[] = {
+    RS_TEST(test_default_dot_is_integer_with_vnni_else_widened),
     RS_TEST(test_refdata_llama),
     RS_TEST(test_refdata_llama_hd48),
     RS_TEST(test_refdata_qwen2),

@@ -59,6 +59,7 @@ static int run_logits(const char *path, int32_t *tokens, int n, float *out, uint
     struct rs_model_opts o;
     rs_model_opts_default(&o);
     o.n_threads = 1;
+    o.dot = RS_MODEL_DOT_EXACT; /* quantized weights widened: the F32 model's bits */
     rs_model *m;
     RS_CHECK_MSG(rs_model_load(path, &o, &m, err, sizeof(err)) == RS_OK, "%s: %s", path, err);
     uint32_t nv = rs_model_hparams(m)->n_vocab;
