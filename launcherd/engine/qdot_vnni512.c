@@ -33,7 +33,9 @@ struct v5_super {
     __m512i q[4];  /* levels of blocks (lo[k], hi[k]) per register, see blocks[] */
     __m512i sc[4]; /* int16 multiplier of each level pair, in vpmaddubsw's output order */
     float d, dmin;
-    int mi[8];
+    __m256i mi; /* each block's integer offset (Q4_K/Q5_K's m; 0 for Q6_K), int32 lanes: built
+                   and read in registers (as an int array it was stored in halves and read back
+                   whole before the stores could forward: the row dot's hottest stall) */
 };
 
 /* Q4_K / Q5_K: register r holds activation blocks blocks[r][0] (low 256 bits) and [1]. */
@@ -103,8 +105,7 @@ V5_INL void v5_load_kq(const uint8_t *row, uint32_t g, struct v5_super *o, int f
     __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
     for (int r = 0; r < 4; r++)
         o->sc[r] = v5_pair_scales(sc16, kq_blocks[r][0], kq_blocks[r][1]);
-    for (int j = 0; j < 8; j++)
-        o->mi[j] = m[j];
+    o->mi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)m));
 }
 
 /* Q6_K: register 2h + k holds blocks 4h + 2k, 4h + 2k + 1 (contiguous), levels + 32. */
@@ -138,8 +139,7 @@ V5_INL void v5_load_q6_k(const uint8_t *row, uint32_t g, struct v5_super *o)
         }
     }
     o->d = _cvtsh_ss(dh), o->dmin = 0.0f;
-    for (int j = 0; j < 8; j++)
-        o->mi[j] = 0;
+    o->mi = _mm256_setzero_si256();
 }
 
 /* Activation blocks a and b of row x in one register. */
@@ -150,28 +150,44 @@ V5_INL __m512i v5_act2(const struct kq_act *x, uint32_t a, uint32_t b)
                               _mm256_loadu_si256((const __m256i *)(x->q + (size_t)KQ_BLOCK * b)), 1);
 }
 
+/* The total of 8 int32 lanes (integer: any order is exact). */
+V5_INL int32_t v5_hsum8(__m256i v)
+{
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(h);
+}
+
+/* Super-block g against activation row x: its term (qdot.h) added to acc. */
+V5_INL float v5_super_term(const struct v5_super *w, const struct kq_act *x, uint32_t g, int q6,
+                           float acc)
+{
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i v = _mm512_setzero_si512();
+    for (int r = 0; r < 4; r++) {
+        __m512i xa = q6 ? _mm512_loadu_si512(x->q + (size_t)KQ_BLOCK * (8 * g + 2 * r))
+                        : v5_act2(x, 8 * g + kq_blocks[r][0], 8 * g + kq_blocks[r][1]);
+        __m512i p = _mm512_maddubs_epi16(w->q[r], xa);
+        if (q6) /* levels are stored + 32 */
+            p = _mm512_sub_epi16(p, _mm512_slli_epi16(_mm512_maddubs_epi16(ones, xa), 5));
+        v = _mm512_dpwssd_epi32(v, p, w->sc[r]);
+    }
+    /* Q6_K has no offsets: msum is 0, and the float step below is the same expression */
+    int32_t msum = q6 ? 0
+                      : v5_hsum8(_mm256_mullo_epi32(
+                            w->mi, _mm256_loadu_si256((const __m256i *)(x->s + 8 * g))));
+    float dx = x->d[8 * g];
+    return acc + (((w->d * dx) * (float)_mm512_reduce_add_epi32(v)) -
+                  ((w->dmin * dx) * (float)msum));
+}
+
 /* Super-block g against n activation rows: one integer sum each, one float term (qdot.h). */
 V5_INL void v5_super_dot(const struct v5_super *w, const struct kq_act *const *x, int n,
                          uint32_t g, int q6, float *acc)
 {
-    const __m512i ones = _mm512_set1_epi8(1);
-    for (int m = 0; m < n; m++) {
-        __m512i v = _mm512_setzero_si512();
-        for (int r = 0; r < 4; r++) {
-            __m512i xa = q6 ? _mm512_loadu_si512(x[m]->q + (size_t)KQ_BLOCK * (8 * g + 2 * r))
-                            : v5_act2(x[m], 8 * g + kq_blocks[r][0], 8 * g + kq_blocks[r][1]);
-            __m512i p = _mm512_maddubs_epi16(w->q[r], xa);
-            if (q6) /* levels are stored + 32 */
-                p = _mm512_sub_epi16(p, _mm512_slli_epi16(_mm512_maddubs_epi16(ones, xa), 5));
-            v = _mm512_dpwssd_epi32(v, p, w->sc[r]);
-        }
-        int32_t msum = 0;
-        for (int j = 0; j < 8; j++)
-            msum += w->mi[j] * x[m]->s[8 * g + j];
-        float dx = x[m]->d[8 * g];
-        acc[m] = acc[m] + (((w->d * dx) * (float)_mm512_reduce_add_epi32(v)) -
-                           ((w->dmin * dx) * (float)msum));
-    }
+    for (int m = 0; m < n; m++)
+        acc[m] = v5_super_term(w, x[m], g, q6, acc[m]);
 }
 
 /*
@@ -300,10 +316,21 @@ V5_INL void v5_group_dot(const struct v5_group *w, const struct kq_act *const *x
 V5_DOT_BLOCKS(v5_q8_0, 0)
 V5_DOT_BLOCKS(v5_q4_0, 1)
 
+/* One row dot per K-quant; one activation row (decode) keeps its accumulator in a register. */
 #define V5_DOT(NAME, LOAD, Q6)                                                                   \
     V5_TGT static void NAME(const uint8_t *row, const struct kq_act *const *x, int n,           \
                             uint32_t K, float *out)                                              \
     {                                                                                            \
+        if (n == 1) {                                                                            \
+            float a = 0.0f;                                                                      \
+            for (uint32_t g = 0; g < K / 256; g++) {                                             \
+                struct v5_super w;                                                               \
+                LOAD;                                                                            \
+                a = v5_super_term(&w, x[0], g, Q6, a);                                           \
+            }                                                                                    \
+            out[0] = a;                                                                          \
+            return;                                                                              \
+        }                                                                                        \
         float acc[KQ_DOT_ROWS] = {0};                                                            \
         for (uint32_t g = 0; g < K / 256; g++) {                                                 \
             struct v5_super w;                                                                   \
