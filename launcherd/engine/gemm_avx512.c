@@ -44,6 +44,12 @@ INL512 __m512 bcast8(const float *p)
     return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(p))));
 }
 
+/* Lanes [0, n) set, n in 1..8. */
+INL512 __m256i tail_mask_any(uint32_t n)
+{
+    return n == 8 ? _mm256_set1_epi32(-1) : tail_mask(n);
+}
+
 /* The first n (1..7) floats at p, the rest zero, in both halves. */
 INL512 __m512 bcast8_tail(const float *p, uint32_t n)
 {
@@ -124,9 +130,58 @@ TGT512 static void panel_rows(const float *panel, const float *x, size_t ldx, ui
  * by) into the pair-interleaved panel: chunk c of pair p at panel + (c NP + p) 16.
  * row: kpad floats of scratch for one widened row.
  */
+/* 8 16-bit values at p (n < 8: the first n, the rest zero, which is +0 in F16 and BF16). */
+INL512 __m128i load8_h16(const uint16_t *p, uint32_t n)
+{
+    if (n == 8)
+        return _mm_loadu_si128((const __m128i *)p);
+    uint16_t t[8] = {0};
+    memcpy(t, p, n * sizeof(uint16_t));
+    return _mm_loadu_si128((const __m128i *)t);
+}
+
+/*
+ * F32, F16 and BF16 rows a, b straight into their pair's panel slots, 16
+ * values an instruction (the conversions are exact: the values AVX2 widens).
+ */
+TGT512 static void widen_pair_float(const struct kern_mat *w, uint32_t a, uint32_t kpad,
+                                   float *dst)
+{
+    const uint8_t *ra = (const uint8_t *)w->data + (size_t)a * w->row_bytes;
+    const uint8_t *rb = ra + w->row_bytes;
+    uint32_t K = w->cols;
+    for (uint32_t k = 0; k < kpad; k += 8, dst += NP * 16) {
+        uint32_t n = K - k < 8 ? K - k : 8;
+        __m512 v;
+        if (w->type == RS_GGML_F32) {
+            __m256 lo = _mm256_maskload_ps((const float *)ra + k, tail_mask_any(n));
+            __m256 hi = _mm256_maskload_ps((const float *)rb + k, tail_mask_any(n));
+            v = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                                                    _mm256_castps_pd(hi), 1));
+        } else {
+            __m256i h = _mm256_set_m128i(load8_h16((const uint16_t *)rb + k, n),
+                                         load8_h16((const uint16_t *)ra + k, n));
+            v = w->type == RS_GGML_F16
+                    ? _mm512_cvtph_ps(h)
+                    : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        }
+        _mm512_storeu_ps(dst, v);
+    }
+}
+
+/*
+ * Rows n .. n + 7 of w widened (the values AVX2 multiplies by) into the
+ * pair-interleaved panel: chunk c of pair p at panel + (c NP + p) 16. row:
+ * kpad floats of scratch for one widened row (block types).
+ */
 TGT512 static void widen_panel(const struct kern_mat *w, uint32_t n, uint32_t kpad, float *row,
                                float *panel)
 {
+    if (w->type == RS_GGML_F32 || w->type == RS_GGML_F16 || w->type == RS_GGML_BF16) {
+        for (int p = 0; p < NP; p++)
+            widen_pair_float(w, n + 2 * (uint32_t)p, kpad, panel + (size_t)p * 16);
+        return;
+    }
     for (int r = 0; r < NW; r++) {
         kern_widen_row_avx2(w, n + (uint32_t)r, row);
         memset(row + w->cols, 0, (kpad - w->cols) * sizeof(float));
