@@ -15,7 +15,6 @@
 
 #include "common/log.h"
 
-/* qdot: the integer dot products where the type has them (not --exact-dot). */
 /* dot: RS_MODEL_DOT_*; the integer dot where asked for (or, AUTO, measured faster) and built. */
 static struct kern_mat mat_of(const struct llama_mat *m, int dot, enum kern_isa isa)
 {
@@ -72,20 +71,20 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         free(s);
         return RS_ENOMEM;
     }
-    int q = opts->dot;
+    int dot = opts->dot;
     for (uint32_t i = 0; i < s->hp.n_layers; i++) {
         const struct llama_layer *l = &d->layers[i];
         struct cpu_layer *c = &s->layers[i];
-        c->wq = mat_of(&l->wq, q, s->isa);
-        c->wk = mat_of(&l->wk, q, s->isa);
-        c->wv = mat_of(&l->wv, q, s->isa);
-        c->wo = mat_of(&l->wo, q, s->isa);
-        c->w_gate = mat_of(&l->w_gate, q, s->isa);
-        c->w_up = mat_of(&l->w_up, q, s->isa);
-        c->w_down = mat_of(&l->w_down, q, s->isa);
+        c->wq = mat_of(&l->wq, dot, s->isa);
+        c->wk = mat_of(&l->wk, dot, s->isa);
+        c->wv = mat_of(&l->wv, dot, s->isa);
+        c->wo = mat_of(&l->wo, dot, s->isa);
+        c->w_gate = mat_of(&l->w_gate, dot, s->isa);
+        c->w_up = mat_of(&l->w_up, dot, s->isa);
+        c->w_down = mat_of(&l->w_down, dot, s->isa);
     }
-    s->tok_embd = mat_of(&d->tok_embd, q, s->isa);
-    s->output = mat_of(&d->output, q, s->isa);
+    s->tok_embd = mat_of(&d->tok_embd, dot, s->isa);
+    s->output = mat_of(&d->output, dot, s->isa);
     rs_err rc = pool_create(opts->n_threads, opts->barrier_spin_us, opts->idle_spin_us, &s->pool);
     if (rc != RS_OK) {
         free(s->layers);
@@ -94,11 +93,11 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
     }
     s->nt = opts->n_threads;
     /* The quantized weights' arithmetic, as the default resolved it on this CPU. */
-    const char *dot = q == RS_MODEL_DOT_INT8                                  ? " int8-dot"
-                      : q == RS_MODEL_DOT_EXACT                               ? " exact-dot"
+    const char *how = dot == RS_MODEL_DOT_INT8                    ? " int8-dot"
+                      : dot == RS_MODEL_DOT_EXACT                 ? " exact-dot"
                       : kern_qdot_preferred(s->isa, RS_GGML_Q4_K) ? " int8-dot (auto)"
-                                                                              : " exact-dot (auto)";
-    snprintf(s->describe, sizeof(s->describe), "cpu %s%s %d thread%s", kern_isa_name(s->isa), dot,
+                                                                  : " exact-dot (auto)";
+    snprintf(s->describe, sizeof(s->describe), "cpu %s%s %d thread%s", kern_isa_name(s->isa), how,
              s->nt, s->nt == 1 ? "" : "s");
     if (s->tp > 1)
         snprintf(s->describe + strlen(s->describe), sizeof(s->describe) - strlen(s->describe),
