@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * AVX-512 float GEMM for prompts (KERN_AVX512, more than 3 activation rows;
- * fewer rows are bandwidth-bound and run AVX2's register path). Weights of
- * every widened type go through AVX2's widening into an F32 panel of 8 rows,
+ * fewer rows are bandwidth-bound and run AVX2's register path). Weights are
+ * widened to the values AVX2 multiplies by (F32/F16/BF16 straight into the
+ * panel, the block types through AVX2's widening) into an F32 panel of 8 rows,
  * interleaved in pairs: one 512-bit register holds 8 consecutive k of row 2p
  * in its low half and of row 2p + 1 in its high half, so each half is one of
  * AVX2's 8-lane accumulators, fed the same FMAs in the same order, reduced by
