@@ -324,7 +324,7 @@ static const struct rs_opt opts[] = {
      .choice_vals = rs_model_isa_values, .arg = "auto|avx512|avx2|portable",
      .help = "CPU kernels (default auto)"},
     {.name = "exact-dot", .kind = RS_OPT_FLAG, .off = A(dot), .val = RS_MODEL_DOT_EXACT,
-     .help = "every quantized weight widened to F32 (default: per type, as launcherd)"},
+     .help = "every quantized weight widened to F32 (default: as launcherd)"},
     {.name = "int8-dot", .kind = RS_OPT_FLAG, .off = A(dot), .val = RS_MODEL_DOT_INT8,
      .help = "integer dot products over 8-bit activations"},
     {0},
