@@ -276,11 +276,84 @@ int pchaos_busy(struct pchaos *c, enum rs_pipe_stage s)
     return 0;
 }
 
+/* A published record's (client, id) as a 64-bit FNV-1a hash, with its index. */
+struct live_key {
+    uint64_t hash;
+    struct rs_table_ref ref;
+};
+
+static int live_key_cmp(const void *a, const void *b)
+{
+    const struct live_key *x = a, *y = b;
+    return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* 1 when the record of ref is still published under that generation (read after its fields:
+ * a record freed and reused meanwhile may have been read half-rewritten). */
+static int still_published(struct rs_pipe *v, struct rs_table_ref ref)
+{
+    uint32_t state, gen, owner;
+    rs_table_peek(v->requests, ref.index, &state, &gen, &owner);
+    return gen == ref.gen && state >= RS_PIPE_REQ_WAITING && state <= RS_PIPE_REQ_FINISHED;
+}
+
+static int same_request(struct rs_pipe *v, struct rs_table_ref x, struct rs_table_ref y)
+{
+    const struct rs_pipe_req *a = rs_pipe_req_at(v, x.index), *b = rs_pipe_req_at(v, y.index);
+    int same = a->client_len == b->client_len &&
+               memcmp(a->client, b->client, a->client_len) == 0 &&
+               strncmp(a->id, b->id, sizeof(a->id)) == 0;
+    return same && still_published(v, x) && still_published(v, y);
+}
+
+void pchaos_scan_twice(struct pchaos *c)
+{
+    struct rs_pipe *v = rs_harness_view(&c->h);
+    static struct live_key keys[1u << 16];
+    if (v == NULL || rs_table_size(v->requests) > sizeof(keys) / sizeof(keys[0]))
+        return;
+    uint32_t cursor = 0, state, n = 0;
+    struct rs_table_ref ref;
+    uint64_t published = (1ull << RS_PIPE_REQ_WAITING) | (1ull << RS_PIPE_REQ_RUNNING) |
+                         (1ull << RS_PIPE_REQ_FINISHED);
+    while (rs_table_next(v->requests, &cursor, published, &ref, &state) == RS_OK) {
+        const struct rs_pipe_req *q = rs_pipe_req_at(v, ref.index);
+        uint64_t h = fnv(0xcbf29ce484222325ull, q->client, q->client_len);
+        keys[n++] = (struct live_key){fnv(h, q->id, strnlen(q->id, sizeof(q->id))), ref};
+    }
+    qsort(keys, n, sizeof(keys[0]), live_key_cmp);
+    for (uint32_t i = 1; i < n; i++)
+        if (keys[i].hash == keys[i - 1].hash && same_request(v, keys[i].ref, keys[i - 1].ref))
+            c->twice_live++;
+}
+
+int pchaos_accepted_once(struct pchaos *c)
+{
+    const struct pchaos_stage *tok = &c->st[RS_PIPE_STAGE_TOKENIZERD];
+    uint64_t spare = (uint64_t)tok->kills + tok->failpoint_deaths + tok->fenced_exits;
+    uint64_t handles = pchaos_accepted(c);
+    int once = c->twice_live == 0 && handles >= c->submitted && handles <= c->submitted + spare;
+    if (!once)
+        fprintf(stderr, "chaos: %llu handles for %llu requests (at most %llu unused allowed), "
+                "%llu scans saw a request published twice\n", (unsigned long long)handles,
+                (unsigned long long)c->submitted, (unsigned long long)spare,
+                (unsigned long long)c->twice_live);
+    return once;
+}
+
 int pchaos_poll(struct pchaos *c, uint32_t ms)
 {
     uint64_t end = rs_clock_ms() + ms;
     do {
         pchaos_top_up(c);
+        pchaos_scan_twice(c);
         if (rs_client_poll_set(c->clients, c->o.n_clients, ms < 5 ? (int)ms : 5) < 0 ||
             pchaos_supervise(c) != 0)
             return 1;
@@ -466,10 +539,12 @@ void pchaos_print(struct pchaos *c, FILE *f)
                "READY ms)\n");
     fprintf(f,
             "requests: %llu submitted, %llu completed identical, %llu lost, %llu duplicated, "
-            "%llu wrong; %llu accepted by tokenizerd\n",
+            "%llu wrong; %llu handles taken by tokenizerd, %llu scans saw a request published "
+            "twice\n",
             (unsigned long long)c->submitted, (unsigned long long)c->completed,
             (unsigned long long)c->lost, (unsigned long long)c->duplicated,
-            (unsigned long long)c->wrong, (unsigned long long)pchaos_accepted(c));
+            (unsigned long long)c->wrong, (unsigned long long)pchaos_accepted(c),
+            (unsigned long long)c->twice_live);
     fprintf(f,
             "clients: %llu deltas delivered, %llu repeats dropped, %llu gaps resumed (%llu "
             "resumes), %llu generates resent, %llu reconnects\n",

@@ -100,6 +100,7 @@ struct pchaos {
     uint64_t next_kill_ms;
     /* requests */
     uint64_t submitted, completed, lost, duplicated, wrong;
+    uint64_t twice_live; /* scans that found one (client, id) in two published records */
     uint64_t started_ms;
 };
 
@@ -181,8 +182,24 @@ int pchaos_audit(struct pchaos *c, struct rs_harness_audit *a);
 /* Client-side counters summed over the clients. */
 void pchaos_client_stats(const struct pchaos *c, struct rs_client_stats *sum);
 
-/* Requests tokenizerd accepted: one handle each (1, 2, ...), next_handle counts them. */
+/* Handles tokenizerd took (1, 2, ...): one per accepted request, plus at most one per
+ * tokenizerd killed between taking a handle and publishing its record (it is not reused). */
 uint64_t pchaos_accepted(struct pchaos *c);
+
+/*
+ * Counts into c->twice_live whether two published records (waiting, running or
+ * finished) now hold one client's one request id: a request accepted twice.
+ * pchaos_poll runs it on every call.
+ */
+void pchaos_scan_twice(struct pchaos *c);
+
+/*
+ * 1 when every request was accepted once: no scan saw one published twice, and
+ * the handles taken are the requests plus at most one per tokenizerd death or
+ * fenced exit (killed or fenced between taking a handle and publishing its
+ * record, it leaves that handle unused; the resend takes the next). Else 0, with the figures on stderr.
+ */
+int pchaos_accepted_once(struct pchaos *c);
 
 void pchaos_print(struct pchaos *c, FILE *f);
 

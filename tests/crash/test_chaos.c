@@ -44,7 +44,8 @@ static int begin(struct pchaos_opts *o, char *model, size_t cap)
 /*
  * Drains the load, audits, prints the figures and checks the verdict: all
  * completed identical, nothing lost, duplicated or wrong, one acceptance per
- * request, no unexpected exit, a clean segment.
+ * request (no request published twice; handles left unused only by killed
+ * tokenizerds), no unexpected exit, a clean segment.
  */
 static int finish(struct pchaos *c, int failed)
 {
@@ -52,15 +53,13 @@ static int finish(struct pchaos *c, int failed)
     failed = failed || pchaos_drain(c, 180000) != 0;
     int findings = failed ? -1 : pchaos_audit(c, &a);
     pchaos_print(c, stderr);
-    uint64_t accepted = pchaos_accepted(c);
     uint32_t odd = 0;
     for (int s = 0; s < RS_PIPE_N_STAGES; s++)
         odd += c->st[s].unexpected;
     failed = failed || findings != 0 || odd != 0 || c->lost || c->duplicated || c->wrong ||
-             c->completed != c->submitted || c->submitted == 0 || accepted != c->submitted;
+             c->completed != c->submitted || c->submitted == 0 || !pchaos_accepted_once(c);
     if (failed)
-        fprintf(stderr, "chaos failed: audit %d, odd exits %u, accepted %llu of %llu\n", findings,
-                odd, (unsigned long long)accepted, (unsigned long long)c->submitted);
+        fprintf(stderr, "chaos failed: audit %d, odd exits %u\n", findings, odd);
     return failed;
 }
 
