@@ -140,6 +140,23 @@ static inline void rs_quant_k_scale_min(const uint8_t *s, int j, uint8_t *sc, ui
 }
 
 /*
+ * All 8 scales and mins of the same 12 bytes at once, for the SIMD unpackers:
+ * (*sc >> 8j) & 0xFF and (*m >> 8j) & 0xFF are rs_quant_k_scale_min's sc and
+ * m of block j (whole-word bit arithmetic instead of 8 byte-by-byte calls).
+ */
+static inline void rs_quant_k_scales8(const uint8_t *s, uint64_t *sc, uint64_t *m)
+{
+#define RS_QUANT_LE32(p) \
+    ((uint32_t)(p)[0] | (uint32_t)(p)[1] << 8 | (uint32_t)(p)[2] << 16 | (uint32_t)(p)[3] << 24)
+    const uint32_t u[3] = {RS_QUANT_LE32(s), RS_QUANT_LE32(s + 4), RS_QUANT_LE32(s + 8)};
+#undef RS_QUANT_LE32
+    uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
+    uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+    *sc = (u[0] & 0x3f3f3f3fu) | (uint64_t)sc_hi << 32;
+    *m = (u[1] & 0x3f3f3f3fu) | (uint64_t)m_hi << 32;
+}
+
+/*
  * Quantizes n values (a multiple of 256) into ggml's block_q5_K: as Q4_K with
  * levels 0..31 (the fifth bit of value i of 64-value chunk c, first or second
  * half, is bit 2c or 2c + 1 of high byte i % 32), fitted by ggml's search with

@@ -15,27 +15,49 @@
 #include "common/quant.h"
 
 #define QD_INL static inline __attribute__((always_inline)) QD_TGT
+#if defined(__clang__)
+#define QD_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define QD_UNROLL _Pragma("GCC unroll 8")
+#endif
 
 /* One group of 8 weight blocks as qdot.h's kq_wrow holds them. */
 struct qd_group {
     __m256i q[8], sc[8];
-    __m256 ws;        /* Q8_0, Q4_0: each block's scale */
-    float d, dmin;    /* K-quants: the super-block's scale and offset scale */
-    int mi[8];        /* K-quants: each block's integer offset (Q4_K/Q5_K's m; 0 for Q6_K) */
+    __m256 ws;     /* Q8_0, Q4_0: each block's scale */
+    float d, dmin; /* K-quants: the super-block's scale and offset scale */
+    __m256i mi;    /* K-quants: each block's integer offset, int32 lanes (Q4_K/Q5_K's m; 0 for
+                      Q6_K), built in a register: an array stored in parts and read back whole
+                      waits for the stores to drain (no forwarding) */
 };
 
-QD_INL __m256i qd_sc2(int lo, int hi)
+/* Multipliers [s[a] x8 | s[b] x8] (the maddubs lane order) from 8 int16 in both lanes of s. */
+QD_INL __m256i qd_pick2(__m256i s, int a, int b)
 {
-    return _mm256_set_m128i(_mm_set1_epi16((short)hi), _mm_set1_epi16((short)lo));
+    return _mm256_shuffle_epi8(s, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * b)),
+                                                   _mm_set1_epi16((short)(0x0100 + 0x0202 * a))));
 }
 
-/* The fp16 scale at byte offset off of each of the group's n (<= 8) blocks of `bytes`. */
-QD_INL __m256 qd_halves(const uint8_t *p, size_t bytes, size_t off, int n)
+/* 8 int16 in both 128-bit lanes. */
+QD_INL __m256i qd_both_lanes(__m128i v)
 {
-    uint16_t h[8] = {0};
-    for (int j = 0; j < n; j++)
-        memcpy(&h[j], p + (size_t)j * bytes + off, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    return _mm256_broadcastsi128_si256(v);
+}
+
+/*
+ * The fp16 scale at the start of each of the group's n (<= 8) blocks of
+ * `bytes`, gathered (the first 4 bytes of a block are always inside it): 8
+ * 2-byte stores read back as one 16-byte load do not forward and stall.
+ */
+QD_INL __m256 qd_halves(const uint8_t *p, size_t bytes, int n)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i at = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)bytes));
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
+    __m256i words = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)p, at, live, 1);
+    words = _mm256_and_si256(words, _mm256_set1_epi32(0xFFFF));
+    __m256i packed = _mm256_packus_epi32(words, words); /* lane L: its four halves, twice */
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
 }
 
 /* Q8_0 / Q4_0: blocks 8g .. 8g + 7 (those past nb zero, as the padding). */
@@ -43,12 +65,13 @@ QD_INL void qd_load_q8_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_
 {
     int n = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
     const uint8_t *p = row + (size_t)8 * g * RS_QUANT_Q8_0_BYTES;
-    for (int j = 0; j < 8; j++) {
+    QD_UNROLL for (int j = 0; j < 8; j++) {
         o->q[j] = j < n ? _mm256_loadu_si256((const __m256i *)(p + j * RS_QUANT_Q8_0_BYTES + 2))
                         : _mm256_setzero_si256();
-        o->sc[j] = _mm256_set1_epi16(j < n);
+        o->sc[j] = _mm256_set1_epi16(1); /* padding blocks are zero levels */
     }
-    o->ws = qd_halves(p, RS_QUANT_Q8_0_BYTES, 0, n);
+    o->ws = qd_halves(p, RS_QUANT_Q8_0_BYTES, n);
+    o->d = o->dmin = 0.0f, o->mi = _mm256_setzero_si256(); /* every field set: no type reads junk */
 }
 
 QD_INL void qd_load_q4_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_group *o)
@@ -56,7 +79,7 @@ QD_INL void qd_load_q4_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_
     int n = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
     const uint8_t *p = row + (size_t)8 * g * RS_QUANT_Q4_0_BYTES;
     const __m128i m4 = _mm_set1_epi8(15), k8 = _mm256_castsi256_si128(_mm256_set1_epi8(8));
-    for (int j = 0; j < 8; j++) {
+    QD_UNROLL for (int j = 0; j < 8; j++) {
         if (j < n) {
             __m128i b = _mm_loadu_si128((const __m128i *)(p + j * RS_QUANT_Q4_0_BYTES + 2));
             __m128i lo = _mm_sub_epi8(_mm_and_si128(b, m4), k8);
@@ -65,9 +88,10 @@ QD_INL void qd_load_q4_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_
         } else {
             o->q[j] = _mm256_setzero_si256();
         }
-        o->sc[j] = _mm256_set1_epi16(j < n);
+        o->sc[j] = _mm256_set1_epi16(1);
     }
-    o->ws = qd_halves(p, RS_QUANT_Q4_0_BYTES, 0, n);
+    o->ws = qd_halves(p, RS_QUANT_Q4_0_BYTES, n);
+    o->d = o->dmin = 0.0f, o->mi = _mm256_setzero_si256();
 }
 
 /* Q4_K / Q5_K super-block g: chunk c's low nibbles are block 2c, its high ones 2c + 1. */
@@ -80,7 +104,7 @@ QD_INL void qd_load_kq(const uint8_t *row, uint32_t g, struct qd_group *o, int f
     uint16_t h[2];
     memcpy(h, blk, 4);
     o->d = _cvtsh_ss(h[0]), o->dmin = _cvtsh_ss(h[1]);
-    for (int c = 0; c < 4; c++) {
+    QD_UNROLL for (int c = 0; c < 4; c++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(ql + 32 * c));
         __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         if (five_bit) {
@@ -91,12 +115,13 @@ QD_INL void qd_load_kq(const uint8_t *row, uint32_t g, struct qd_group *o, int f
         }
         o->q[2 * c] = lo, o->q[2 * c + 1] = hi;
     }
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        rs_quant_k_scale_min(blk + 4, j, &sc, &m);
-        o->sc[j] = _mm256_set1_epi16(sc);
-        o->mi[j] = m;
-    }
+    uint64_t sc8, m8;
+    rs_quant_k_scales8(blk + 4, &sc8, &m8);
+    __m256i s16 = qd_both_lanes(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
+    QD_UNROLL for (int j = 0; j < 8; j++)
+        o->sc[j] = qd_pick2(s16, j, j);
+    o->mi = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
+    o->ws = _mm256_setzero_ps();
 }
 
 /* Q6_K super-block g: run r of half h is block 4h + r. */
@@ -108,7 +133,7 @@ QD_INL void qd_load_q6_k(const uint8_t *row, uint32_t g, struct qd_group *o)
     const __m256i m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
     uint16_t dh;
     memcpy(&dh, blk + 208, 2);
-    for (int h = 0; h < 2; h++) {
+    QD_UNROLL for (int h = 0; h < 2; h++) {
         __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
         __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
         __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
@@ -119,14 +144,14 @@ QD_INL void qd_load_q6_k(const uint8_t *row, uint32_t g, struct qd_group *o)
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};
-        for (int r = 0; r < 4; r++) {
+        __m256i s16 = qd_both_lanes(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8 * h))));
+        QD_UNROLL for (int r = 0; r < 4; r++) {
             o->q[4 * h + r] = _mm256_sub_epi8(q[r], k32);
-            o->sc[4 * h + r] = qd_sc2(sc[8 * h + 2 * r], sc[8 * h + 2 * r + 1]);
+            o->sc[4 * h + r] = qd_pick2(s16, 2 * r, 2 * r + 1);
         }
     }
     o->d = _cvtsh_ss(dh), o->dmin = 0.0f;
-    for (int j = 0; j < 8; j++)
-        o->mi[j] = 0;
+    o->mi = _mm256_setzero_si256(), o->ws = _mm256_setzero_ps();
 }
 
 #endif

@@ -215,8 +215,7 @@ QD_TGT static void unpack_row(enum rs_ggml_type t, const uint8_t *src, uint32_t 
             _mm256_storeu_ps(ws + 8 * g, o.ws);
         } else {
             ws[g] = o.d, wm[g] = o.dmin;
-            for (int j = 0; j < 8; j++)
-                mi[8 * g + j] = (int16_t)o.mi[j];
+            _mm_storeu_si128((__m128i *)(mi + 8 * g), _mm256_cvtepi32_epi16(o.mi));
         }
     }
 }

@@ -9,6 +9,12 @@
  * levels, multipliers and scales qdot.c's unpackers write (integer work, and
  * the same float conversions); the float step is the portable dot's, term for
  * term, with no contraction. So every variant gives the portable bits.
+ * The unsigned operand needs no sign work where the levels are never negative
+ * (Q4_K, Q5_K; Q4_0 as nibbles, its 8 x sum(x) taken off in int32); one
+ * activation row (decode) keeps its accumulator in a register; the weight
+ * stream is prefetched QD_PF_AHEAD bytes ahead (perf, batch-1 decode on a
+ * 2-core Zen 3: the accumulator's round trip through memory, the scales'
+ * failed store forwarding and the first loads of each block were the stalls).
  */
 #include "launcherd/engine/qdot_load.h"
 
@@ -26,88 +32,137 @@ QD_INL __m256i qd_hsum8(const __m256i v[8])
                             _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
-/* Q8_0, Q4_0: one group (8 blocks) against n activation rows, its terms added into acc in
- * block order (the padding's terms are +0, which leaves a sum that started at +0 unchanged). */
-QD_INL void qd_group_dot(const struct qd_group *w, const struct kq_act *const *x, int n,
-                         uint32_t g, float *acc)
+/* The total of 8 int32 lanes. */
+QD_INL int32_t qd_hsum(__m256i v)
 {
-    __m256i wabs[8];
-    for (int j = 0; j < 8; j++)
-        wabs[j] = _mm256_sign_epi8(w->q[j], w->q[j]);
-    for (int m = 0; m < n; m++) {
-        __m256i v[8];
-        for (int j = 0; j < 8; j++) {
-            __m256i xq = _mm256_loadu_si256((const __m256i *)(x[m]->q + 32 * (8 * g + j)));
-            v[j] = QD_BLOCK_SUM(wabs[j], _mm256_sign_epi8(xq, w->q[j]), w->sc[j]);
-        }
-        __m256 fi = _mm256_cvtepi32_ps(qd_hsum8(v));
-        __m256 dx = _mm256_loadu_ps(x[m]->d + 8 * g);
-        float t[8];
-        _mm256_storeu_ps(t, _mm256_mul_ps(_mm256_mul_ps(w->ws, dx), fi));
-        float a = acc[m];
-        for (int j = 0; j < 8; j++)
-            a = a + t[j];
-        acc[m] = a;
-    }
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(h);
 }
 
-/* K-quants: super-block g against n activation rows, one integer sum each, one float term. */
-QD_INL void qd_super_dot(const struct qd_group *w, const struct kq_act *const *x, int n,
-                         uint32_t g, float *acc)
+/*
+ * A row dot reads one short stream, and the hardware prefetcher left the
+ * first loads of every block waiting on DRAM. Prefetches never fault and
+ * never change results.
+ */
+#define QD_PF_AHEAD 2048
+
+QD_INL void qd_prefetch(const uint8_t *p, size_t len)
 {
-    __m256i wabs[8];
-    for (int j = 0; j < 8; j++)
-        wabs[j] = _mm256_sign_epi8(w->q[j], w->q[j]);
-    for (int m = 0; m < n; m++) {
-        __m256i v = _mm256_setzero_si256();
-        int32_t msum = 0;
-        for (int j = 0; j < 8; j++) {
-            __m256i xq = _mm256_loadu_si256((const __m256i *)(x[m]->q + 32 * (8 * g + j)));
-            v = _mm256_add_epi32(v, QD_BLOCK_SUM(wabs[j], _mm256_sign_epi8(xq, w->q[j]), w->sc[j]));
-            msum += w->mi[j] * x[m]->s[8 * g + j];
-        }
-        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
-        float dx = x[m]->d[8 * g];
-        acc[m] = acc[m] + (((w->d * dx) * (float)_mm_cvtsi128_si32(h)) -
-                           ((w->dmin * dx) * (float)msum));
-    }
+    for (size_t off = 0; off < len; off += 64)
+        _mm_prefetch((const char *)p + QD_PF_AHEAD + off, _MM_HINT_T0);
 }
 
-/* One dot function per type, its loader inlined. */
-#define QD_DOT_BLOCKS(TYPE, LOAD)                                                                \
+/* Q8_0 / Q4_0 group g of row x: its 8 block terms added to a in block order (the padding's
+ * terms are +0, which leaves a sum that started at +0 unchanged). u: |level| or the nibble. */
+QD_INL float qd_group_term(const struct qd_group *w, const __m256i u[8], int q4,
+                           const struct kq_act *x, uint32_t g, float a)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i v[8];
+    QD_UNROLL for (int j = 0; j < 8; j++) {
+        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (8 * g + j)));
+        v[j] = QD_BLOCK_SUM(u[j], q4 ? xq : _mm256_sign_epi8(xq, w->q[j]), ones);
+    }
+    __m256i isum = qd_hsum8(v);
+    if (q4) /* (nibble - 8) . x = nibble . x - 8 sum(x) */
+        isum = _mm256_sub_epi32(
+            isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->s + 8 * g)), 3));
+    __m256 dx = _mm256_loadu_ps(x->d + 8 * g);
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_mul_ps(_mm256_mul_ps(w->ws, dx), _mm256_cvtepi32_ps(isum)));
+    QD_UNROLL for (int j = 0; j < 8; j++)
+        a = a + t[j];
+    return a;
+}
+
+/* K-quants: super-block g of row x, one integer sum, one float term added to acc. sgn: the
+ * levels may be negative (Q6_K), so x takes their sign; offs: the type has offsets. */
+QD_INL float qd_super_term(const struct qd_group *w, const __m256i u[8], int sgn, int offs,
+                           const struct kq_act *x, uint32_t g, float acc)
+{
+    __m256i v[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    QD_UNROLL for (int j = 0; j < 8; j++) {
+        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (8 * g + j)));
+        __m256i p = QD_BLOCK_SUM(u[j], sgn ? _mm256_sign_epi8(xq, w->q[j]) : xq, w->sc[j]);
+        v[j & 1] = _mm256_add_epi32(v[j & 1], p);
+    }
+    int32_t isum = qd_hsum(_mm256_add_epi32(v[0], v[1]));
+    int32_t msum = offs ? qd_hsum(_mm256_mullo_epi32(
+                              w->mi, _mm256_loadu_si256((const __m256i *)(x->s + 8 * g))))
+                        : 0; /* Q6_K: mi is 0, so is its sum, and dmin is 0 */
+    float dx = x->d[8 * g];
+    return acc + (((w->d * dx) * (float)isum) - ((w->dmin * dx) * (float)msum));
+}
+
+/* Q8_0 (q4 = 0) / Q4_0 (q4 = 1) row against n activation rows. */
+QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int n, uint32_t K,
+                          int q4, float *out)
+{
+    const size_t bytes = q4 ? RS_QUANT_Q4_0_BYTES : RS_QUANT_Q8_0_BYTES;
+    uint32_t nb = K / KQ_BLOCK, ng = kq_padded_blocks(K) / 8;
+    float acc[KQ_DOT_ROWS] = {0}, a = 0.0f;
+    for (uint32_t g = 0; g < ng; g++) {
+        struct qd_group w;
+        __m256i u[8];
+        qd_prefetch(row + (size_t)8 * g * bytes, 8 * bytes);
+        if (q4)
+            qd_load_q4_0(row, g, nb, &w);
+        else
+            qd_load_q8_0(row, g, nb, &w);
+        QD_UNROLL for (int j = 0; j < 8; j++) u[j] = q4 ? _mm256_add_epi8(w.q[j], _mm256_set1_epi8(8))
+                                                     : _mm256_sign_epi8(w.q[j], w.q[j]);
+        if (n == 1)
+            a = qd_group_term(&w, u, q4, x[0], g, a);
+        else
+            for (int m = 0; m < n; m++)
+                acc[m] = qd_group_term(&w, u, q4, x[m], g, acc[m]);
+    }
+    acc[0] = n == 1 ? a : acc[0];
+    for (int m = 0; m < n; m++)
+        out[m] = acc[m];
+}
+
+/* K-quant row (kind 4: Q4_K, 5: Q5_K, 6: Q6_K) against n activation rows. */
+QD_INL void qd_super_dot(const uint8_t *row, const struct kq_act *const *x, int n, uint32_t K,
+                         int kind, float *out)
+{
+    const size_t bytes = kind == 6 ? RS_QUANT_Q6_K_BYTES
+                         : kind == 5 ? RS_QUANT_Q5_K_BYTES : RS_QUANT_Q4_K_BYTES;
+    float acc[KQ_DOT_ROWS] = {0}, a = 0.0f;
+    for (uint32_t g = 0; g < K / 256; g++) {
+        struct qd_group w;
+        __m256i u[8];
+        qd_prefetch(row + (size_t)g * bytes, bytes);
+        if (kind == 6)
+            qd_load_q6_k(row, g, &w);
+        else
+            qd_load_kq(row, g, &w, kind == 5);
+        QD_UNROLL for (int j = 0; j < 8; j++) u[j] = kind == 6 ? _mm256_sign_epi8(w.q[j], w.q[j])
+                                                            : w.q[j];
+        if (n == 1)
+            a = qd_super_term(&w, u, kind == 6, kind != 6, x[0], g, a);
+        else
+            for (int m = 0; m < n; m++)
+                acc[m] = qd_super_term(&w, u, kind == 6, kind != 6, x[m], g, acc[m]);
+    }
+    acc[0] = n == 1 ? a : acc[0];
+    for (int m = 0; m < n; m++)
+        out[m] = acc[m];
+}
+
+#define QD_DOT(TYPE, CALL)                                                                      \
     QD_TGT static void QD_PREFIX(TYPE)(const uint8_t *row, const struct kq_act *const *x, int n, \
                                        uint32_t K, float *out)                                  \
     {                                                                                            \
-        uint32_t nb = K / KQ_BLOCK, ng = kq_padded_blocks(K) / 8;                                 \
-        float acc[KQ_DOT_ROWS] = {0};                                                            \
-        for (uint32_t g = 0; g < ng; g++) {                                                      \
-            struct qd_group w;                                                                   \
-            LOAD(row, g, nb, &w);                                                                \
-            qd_group_dot(&w, x, n, g, acc);                                                      \
-        }                                                                                        \
-        for (int m = 0; m < n; m++)                                                              \
-            out[m] = acc[m];                                                                     \
+        CALL;                                                                                    \
     }
-#define QD_DOT_SUPER(TYPE, LOAD)                                                                 \
-    QD_TGT static void QD_PREFIX(TYPE)(const uint8_t *row, const struct kq_act *const *x, int n, \
-                                       uint32_t K, float *out)                                  \
-    {                                                                                            \
-        float acc[KQ_DOT_ROWS] = {0};                                                            \
-        for (uint32_t g = 0; g < K / 256; g++) {                                                 \
-            struct qd_group w;                                                                   \
-            LOAD;                                                                                \
-            qd_super_dot(&w, x, n, g, acc);                                                      \
-        }                                                                                        \
-        for (int m = 0; m < n; m++)                                                              \
-            out[m] = acc[m];                                                                     \
-    }
-QD_DOT_BLOCKS(q8_0, qd_load_q8_0)
-QD_DOT_BLOCKS(q4_0, qd_load_q4_0)
-QD_DOT_SUPER(q4_k, qd_load_kq(row, g, &w, 0))
-QD_DOT_SUPER(q5_k, qd_load_kq(row, g, &w, 1))
-QD_DOT_SUPER(q6_k, qd_load_q6_k(row, g, &w))
+QD_DOT(q8_0, qd_blocks_dot(row, x, n, K, 0, out))
+QD_DOT(q4_0, qd_blocks_dot(row, x, n, K, 1, out))
+QD_DOT(q4_k, qd_super_dot(row, x, n, K, 4, out))
+QD_DOT(q5_k, qd_super_dot(row, x, n, K, 5, out))
+QD_DOT(q6_k, qd_super_dot(row, x, n, K, 6, out))
 
 const struct kq_raw_dot QD_PREFIX(table)[] = {
     {RS_GGML_Q8_0, QD_PREFIX(q8_0)}, {RS_GGML_Q4_0, QD_PREFIX(q4_0)},

@@ -49,18 +49,6 @@ V5_INL __m512i v5_pair_scales(__m512i sc16, int a, int b)
     return _mm512_permutexvar_epi16(idx, sc16);
 }
 
-/* The 6-bit scales and mins of a Q4_K/Q5_K super-block, as rs_quant_k_scale_min, 8 at a time. */
-V5_INL void v5_k_scales(const uint8_t *s12, uint8_t sc[8], uint8_t m[8])
-{
-    uint32_t u[3];
-    memcpy(u, s12, 12);
-    uint32_t w[4] = {u[0] & 0x3f3f3f3fu, (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4,
-                     u[1] & 0x3f3f3f3fu,
-                     ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4};
-    memcpy(sc, w, 8);
-    memcpy(m, w + 2, 8);
-}
-
 /*
  * Prefetch of the weight bytes V5_PF_AHEAD past the `len` bytes a dot is about
  * to read (into the next rows: a matrix's rows are contiguous). A row dot
@@ -100,12 +88,12 @@ V5_INL void v5_load_kq(const uint8_t *row, uint32_t g, struct v5_super *o, int f
         }
         o->q[2 * t] = lo, o->q[2 * t + 1] = hi;
     }
-    uint8_t sc[8], m[8];
-    v5_k_scales(blk + 4, sc, m);
-    __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    uint64_t sc8, m8;
+    rs_quant_k_scales8(blk + 4, &sc8, &m8);
+    __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
     for (int r = 0; r < 4; r++)
         o->sc[r] = v5_pair_scales(sc16, kq_blocks[r][0], kq_blocks[r][1]);
-    o->mi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)m));
+    o->mi = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
 }
 
 /* Q6_K: register 2h + k holds blocks 4h + 2k, 4h + 2k + 1 (contiguous), levels + 32. */
