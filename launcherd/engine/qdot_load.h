@@ -60,14 +60,96 @@ QD_INL __m256 qd_halves(const uint8_t *p, size_t bytes, int n)
     return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
 }
 
+/*
+ * Block j of a group, one at a time: the row dots fuse each block's unpacking
+ * into its use (a whole group does not fit in the 16 registers, and spilled
+ * it is read back from the stack), the loaders below gather all 8.
+ */
+
+/* Blocks in group g of a row of nb blocks (the last group may be short). */
+QD_INL int qd_group_blocks(uint32_t g, uint32_t nb)
+{
+    return nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
+}
+
+/* Q8_0 levels of block j at p (the group's first block); zero from block n on. */
+QD_INL __m256i qd_q8_0_block(const uint8_t *p, int j, int n)
+{
+    return j < n ? _mm256_loadu_si256((const __m256i *)(p + j * RS_QUANT_Q8_0_BYTES + 2))
+                 : _mm256_setzero_si256();
+}
+
+/* Q4_0 nibbles (level + 8) of block j: values 0-15 the low ones, 16-31 the high. */
+QD_INL __m256i qd_q4_0_nibbles(const uint8_t *p, int j, int n)
+{
+    if (j >= n)
+        return _mm256_setzero_si256();
+    const __m128i m4 = _mm_set1_epi8(15);
+    __m128i b = _mm_loadu_si128((const __m128i *)(p + j * RS_QUANT_Q4_0_BYTES + 2));
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
+}
+
+/* Q4_K / Q5_K levels of block j (0..7): chunk j / 2's low (even j) or high nibbles, and for
+ * Q5_K bit j of each high byte (at blk + 16) as 16. */
+QD_INL __m256i qd_kq_block(const uint8_t *blk, int j, int five_bit)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const uint8_t *ql = blk + (five_bit ? 48 : 16);
+    __m256i q = _mm256_loadu_si256((const __m256i *)(ql + 32 * (j / 2)));
+    __m256i v = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(q, 4) : q, m4);
+    if (five_bit) {
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
+        __m256i b = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
+        v = _mm256_or_si256(v, _mm256_slli_epi16(b, 4));
+    }
+    return v;
+}
+
+/* Q4_K / Q5_K: the 8 block multipliers as int16 in both lanes (for qd_pick2), the offsets. */
+QD_INL __m256i qd_kq_scales(const uint8_t *blk, __m256i *mi)
+{
+    uint64_t sc8, m8;
+    rs_quant_k_scales8(blk + 4, &sc8, &m8);
+    *mi = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
+    return qd_both_lanes(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
+}
+
+/* Q6_K levels of block j = 4h + r: run r of half h (16-bit shifts are safe: every mask keeps
+ * bits that stay inside their byte). */
+QD_INL __m256i qd_q6_block(const uint8_t *blk, int j)
+{
+    const int h = j / 4, r = j % 4;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256i l = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32 * (r & 1)));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+    __m256i lo = _mm256_and_si256(r < 2 ? l : _mm256_srli_epi16(l, 4), m4);
+    __m256i hi = r == 0   ? _mm256_slli_epi16(qh, 4)
+                 : r == 1 ? _mm256_slli_epi16(qh, 2)
+                 : r == 2 ? qh
+                          : _mm256_srli_epi16(qh, 2);
+    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_and_si256(hi, m30)), _mm256_set1_epi8(32));
+}
+
+/* Q6_K: the multipliers of half h's 8 sub-blocks as int16 in both lanes. */
+QD_INL __m256i qd_q6_scales(const uint8_t *blk, int h)
+{
+    return qd_both_lanes(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(blk + 192 + 8 * h))));
+}
+
+QD_INL float qd_half_at(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
 /* Q8_0 / Q4_0: blocks 8g .. 8g + 7 (those past nb zero, as the padding). */
 QD_INL void qd_load_q8_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_group *o)
 {
-    int n = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
+    int n = qd_group_blocks(g, nb);
     const uint8_t *p = row + (size_t)8 * g * RS_QUANT_Q8_0_BYTES;
     QD_UNROLL for (int j = 0; j < 8; j++) {
-        o->q[j] = j < n ? _mm256_loadu_si256((const __m256i *)(p + j * RS_QUANT_Q8_0_BYTES + 2))
-                        : _mm256_setzero_si256();
+        o->q[j] = qd_q8_0_block(p, j, n);
         o->sc[j] = _mm256_set1_epi16(1); /* padding blocks are zero levels */
     }
     o->ws = qd_halves(p, RS_QUANT_Q8_0_BYTES, n);
@@ -76,51 +158,27 @@ QD_INL void qd_load_q8_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_
 
 QD_INL void qd_load_q4_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_group *o)
 {
-    int n = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
+    int n = qd_group_blocks(g, nb);
     const uint8_t *p = row + (size_t)8 * g * RS_QUANT_Q4_0_BYTES;
-    const __m128i m4 = _mm_set1_epi8(15), k8 = _mm256_castsi256_si128(_mm256_set1_epi8(8));
     QD_UNROLL for (int j = 0; j < 8; j++) {
-        if (j < n) {
-            __m128i b = _mm_loadu_si128((const __m128i *)(p + j * RS_QUANT_Q4_0_BYTES + 2));
-            __m128i lo = _mm_sub_epi8(_mm_and_si128(b, m4), k8);
-            __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(b, 4), m4), k8);
-            o->q[j] = _mm256_set_m128i(hi, lo);
-        } else {
-            o->q[j] = _mm256_setzero_si256();
-        }
+        __m256i nib = qd_q4_0_nibbles(p, j, n);
+        o->q[j] = j < n ? _mm256_sub_epi8(nib, _mm256_set1_epi8(8)) : nib;
         o->sc[j] = _mm256_set1_epi16(1);
     }
     o->ws = qd_halves(p, RS_QUANT_Q4_0_BYTES, n);
     o->d = o->dmin = 0.0f, o->mi = _mm256_setzero_si256();
 }
 
-/* Q4_K / Q5_K super-block g: chunk c's low nibbles are block 2c, its high ones 2c + 1. */
+/* Q4_K / Q5_K super-block g. */
 QD_INL void qd_load_kq(const uint8_t *row, uint32_t g, struct qd_group *o, int five_bit)
 {
-    size_t bytes = five_bit ? RS_QUANT_Q5_K_BYTES : RS_QUANT_Q4_K_BYTES;
-    const uint8_t *blk = row + (size_t)g * bytes, *ql = blk + (five_bit ? 48 : 16);
-    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
-    uint16_t h[2];
-    memcpy(h, blk, 4);
-    o->d = _cvtsh_ss(h[0]), o->dmin = _cvtsh_ss(h[1]);
-    QD_UNROLL for (int c = 0; c < 4; c++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)(ql + 32 * c));
-        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (five_bit) {
-            __m256i b0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
-            __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
-        }
-        o->q[2 * c] = lo, o->q[2 * c + 1] = hi;
-    }
-    uint64_t sc8, m8;
-    rs_quant_k_scales8(blk + 4, &sc8, &m8);
-    __m256i s16 = qd_both_lanes(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
-    QD_UNROLL for (int j = 0; j < 8; j++)
+    const uint8_t *blk = row + (size_t)g * (five_bit ? RS_QUANT_Q5_K_BYTES : RS_QUANT_Q4_K_BYTES);
+    o->d = qd_half_at(blk), o->dmin = qd_half_at(blk + 2);
+    __m256i s16 = qd_kq_scales(blk, &o->mi);
+    QD_UNROLL for (int j = 0; j < 8; j++) {
+        o->q[j] = qd_kq_block(blk, j, five_bit);
         o->sc[j] = qd_pick2(s16, j, j);
-    o->mi = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8));
+    }
     o->ws = _mm256_setzero_ps();
 }
 
@@ -128,29 +186,14 @@ QD_INL void qd_load_kq(const uint8_t *row, uint32_t g, struct qd_group *o, int f
 QD_INL void qd_load_q6_k(const uint8_t *row, uint32_t g, struct qd_group *o)
 {
     const uint8_t *blk = row + (size_t)g * RS_QUANT_Q6_K_BYTES;
-    const int8_t *sc = (const int8_t *)(blk + 192);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-    const __m256i m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
-    uint16_t dh;
-    memcpy(&dh, blk + 208, 2);
     QD_UNROLL for (int h = 0; h < 2; h++) {
-        __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
-        __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
-        __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-        /* 16-bit shifts are safe: every mask keeps bits that stay inside their byte. */
-        __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
-            _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};
-        __m256i s16 = qd_both_lanes(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8 * h))));
+        __m256i s16 = qd_q6_scales(blk, h);
         QD_UNROLL for (int r = 0; r < 4; r++) {
-            o->q[4 * h + r] = _mm256_sub_epi8(q[r], k32);
+            o->q[4 * h + r] = qd_q6_block(blk, 4 * h + r);
             o->sc[4 * h + r] = qd_pick2(s16, 2 * r, 2 * r + 1);
         }
     }
-    o->d = _cvtsh_ss(dh), o->dmin = 0.0f;
+    o->d = qd_half_at(blk + 208), o->dmin = 0.0f;
     o->mi = _mm256_setzero_si256(), o->ws = _mm256_setzero_ps();
 }
 

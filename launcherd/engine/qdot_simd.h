@@ -54,8 +54,24 @@ QD_INL void qd_prefetch(const uint8_t *p, size_t len)
         _mm_prefetch((const char *)p + QD_PF_AHEAD + off, _MM_HINT_T0);
 }
 
-/* Q8_0 / Q4_0 group g of row x: its 8 block terms added to a in block order (the padding's
- * terms are +0, which leaves a sum that started at +0 unchanged). u: |level| or the nibble. */
+/* The 8 block terms of group g of row x (block sums v, weight scales ws) added to a in block
+ * order (the padding's terms are +0, which leaves a sum that started at +0 unchanged). */
+QD_INL float qd_group_tail(const __m256i v[8], __m256 ws, int q4, const struct kq_act *x,
+                           uint32_t g, float a)
+{
+    __m256i isum = qd_hsum8(v);
+    if (q4) /* (nibble - 8) . x = nibble . x - 8 sum(x) */
+        isum = _mm256_sub_epi32(
+            isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->s + 8 * g)), 3));
+    __m256 dx = _mm256_loadu_ps(x->d + 8 * g);
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_mul_ps(_mm256_mul_ps(ws, dx), _mm256_cvtepi32_ps(isum)));
+    QD_UNROLL for (int j = 0; j < 8; j++)
+        a = a + t[j];
+    return a;
+}
+
+/* Q8_0 / Q4_0 group g of row x from an unpacked group; u: |level| or the nibble. */
 QD_INL float qd_group_term(const struct qd_group *w, const __m256i u[8], int q4,
                            const struct kq_act *x, uint32_t g, float a)
 {
@@ -65,20 +81,45 @@ QD_INL float qd_group_term(const struct qd_group *w, const __m256i u[8], int q4,
         __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (8 * g + j)));
         v[j] = QD_BLOCK_SUM(u[j], q4 ? xq : _mm256_sign_epi8(xq, w->q[j]), ones);
     }
-    __m256i isum = qd_hsum8(v);
-    if (q4) /* (nibble - 8) . x = nibble . x - 8 sum(x) */
-        isum = _mm256_sub_epi32(
-            isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->s + 8 * g)), 3));
-    __m256 dx = _mm256_loadu_ps(x->d + 8 * g);
-    float t[8];
-    _mm256_storeu_ps(t, _mm256_mul_ps(_mm256_mul_ps(w->ws, dx), _mm256_cvtepi32_ps(isum)));
-    QD_UNROLL for (int j = 0; j < 8; j++)
-        a = a + t[j];
-    return a;
+    return qd_group_tail(v, w->ws, q4, x, g, a);
 }
 
-/* K-quants: super-block g of row x, one integer sum, one float term added to acc. sgn: the
- * levels may be negative (Q6_K), so x takes their sign; offs: the type has offsets. */
+/* The same straight from the row's bytes, each block unpacked where it is used (one row). */
+QD_INL float qd_group_term1(const uint8_t *row, uint32_t g, uint32_t nb, int q4,
+                            const struct kq_act *x, float a)
+{
+    const size_t bytes = q4 ? RS_QUANT_Q4_0_BYTES : RS_QUANT_Q8_0_BYTES;
+    const uint8_t *p = row + (size_t)8 * g * bytes;
+    const __m256i ones = _mm256_set1_epi16(1);
+    int n = qd_group_blocks(g, nb);
+    __m256i v[8];
+    QD_UNROLL for (int j = 0; j < 8; j++) {
+        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (8 * g + j)));
+        if (q4) {
+            v[j] = QD_BLOCK_SUM(qd_q4_0_nibbles(p, j, n), xq, ones);
+        } else {
+            __m256i q = qd_q8_0_block(p, j, n);
+            v[j] = QD_BLOCK_SUM(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q), ones);
+        }
+    }
+    return qd_group_tail(v, qd_halves(p, bytes, n), q4, x, g, a);
+}
+
+/* K-quants: super-block g of row x, its integer sums (v: the blocks', mi: the offsets) as one
+ * float term added to acc. offs: the type has offsets. */
+QD_INL float qd_super_tail(__m256i v, float d, float dmin, __m256i mi, int offs,
+                           const struct kq_act *x, uint32_t g, float acc)
+{
+    int32_t isum = qd_hsum(v);
+    int32_t msum = offs ? qd_hsum(_mm256_mullo_epi32(
+                              mi, _mm256_loadu_si256((const __m256i *)(x->s + 8 * g))))
+                        : 0; /* Q6_K: mi is 0, so is its sum, and dmin is 0 */
+    float dx = x->d[8 * g];
+    return acc + (((d * dx) * (float)isum) - ((dmin * dx) * (float)msum));
+}
+
+/* Super-block g of row x from an unpacked group. sgn: the levels may be negative (Q6_K), so
+ * x takes their sign. */
 QD_INL float qd_super_term(const struct qd_group *w, const __m256i u[8], int sgn, int offs,
                            const struct kq_act *x, uint32_t g, float acc)
 {
@@ -88,12 +129,33 @@ QD_INL float qd_super_term(const struct qd_group *w, const __m256i u[8], int sgn
         __m256i p = QD_BLOCK_SUM(u[j], sgn ? _mm256_sign_epi8(xq, w->q[j]) : xq, w->sc[j]);
         v[j & 1] = _mm256_add_epi32(v[j & 1], p);
     }
-    int32_t isum = qd_hsum(_mm256_add_epi32(v[0], v[1]));
-    int32_t msum = offs ? qd_hsum(_mm256_mullo_epi32(
-                              w->mi, _mm256_loadu_si256((const __m256i *)(x->s + 8 * g))))
-                        : 0; /* Q6_K: mi is 0, so is its sum, and dmin is 0 */
-    float dx = x->d[8 * g];
-    return acc + (((w->d * dx) * (float)isum) - ((w->dmin * dx) * (float)msum));
+    return qd_super_tail(_mm256_add_epi32(v[0], v[1]), w->d, w->dmin, w->mi, offs, x, g, acc);
+}
+
+/* The same straight from the row's bytes (kind 4: Q4_K, 5: Q5_K, 6: Q6_K), one row. */
+QD_INL float qd_super_term1(const uint8_t *blk, int kind, const struct kq_act *x, uint32_t g,
+                            float acc)
+{
+    __m256i v[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i mi = _mm256_setzero_si256(), s16[2];
+    if (kind == 6)
+        s16[0] = qd_q6_scales(blk, 0), s16[1] = qd_q6_scales(blk, 1);
+    else
+        s16[0] = s16[1] = qd_kq_scales(blk, &mi);
+    QD_UNROLL for (int j = 0; j < 8; j++) {
+        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (8 * g + j)));
+        __m256i p;
+        if (kind == 6) {
+            __m256i q = qd_q6_block(blk, j);
+            p = QD_BLOCK_SUM(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q),
+                             qd_pick2(s16[j / 4], 2 * (j % 4), 2 * (j % 4) + 1));
+        } else {
+            p = QD_BLOCK_SUM(qd_kq_block(blk, j, kind == 5), xq, qd_pick2(s16[0], j, j));
+        }
+        v[j & 1] = _mm256_add_epi32(v[j & 1], p);
+    }
+    float d = qd_half_at(blk + (kind == 6 ? 208 : 0)), dmin = kind == 6 ? 0.0f : qd_half_at(blk + 2);
+    return qd_super_tail(_mm256_add_epi32(v[0], v[1]), d, dmin, mi, kind != 6, x, g, acc);
 }
 
 /* Q8_0 (q4 = 0) / Q4_0 (q4 = 1) row against n activation rows. */
@@ -103,6 +165,14 @@ QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int
     const size_t bytes = q4 ? RS_QUANT_Q4_0_BYTES : RS_QUANT_Q8_0_BYTES;
     uint32_t nb = K / KQ_BLOCK, ng = kq_padded_blocks(K) / 8;
     float acc[KQ_DOT_ROWS] = {0}, a = 0.0f;
+    if (n == 1) {
+        for (uint32_t g = 0; g < ng; g++) {
+            qd_prefetch(row + (size_t)8 * g * bytes, 8 * bytes);
+            a = qd_group_term1(row, g, nb, q4, x[0], a);
+        }
+        out[0] = a;
+        return;
+    }
     for (uint32_t g = 0; g < ng; g++) {
         struct qd_group w;
         __m256i u[8];
@@ -113,13 +183,9 @@ QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int
             qd_load_q8_0(row, g, nb, &w);
         QD_UNROLL for (int j = 0; j < 8; j++) u[j] = q4 ? _mm256_add_epi8(w.q[j], _mm256_set1_epi8(8))
                                                      : _mm256_sign_epi8(w.q[j], w.q[j]);
-        if (n == 1)
-            a = qd_group_term(&w, u, q4, x[0], g, a);
-        else
-            for (int m = 0; m < n; m++)
-                acc[m] = qd_group_term(&w, u, q4, x[m], g, acc[m]);
+        for (int m = 0; m < n; m++)
+            acc[m] = qd_group_term(&w, u, q4, x[m], g, acc[m]);
     }
-    acc[0] = n == 1 ? a : acc[0];
     for (int m = 0; m < n; m++)
         out[m] = acc[m];
 }
@@ -131,6 +197,14 @@ QD_INL void qd_super_dot(const uint8_t *row, const struct kq_act *const *x, int 
     const size_t bytes = kind == 6 ? RS_QUANT_Q6_K_BYTES
                          : kind == 5 ? RS_QUANT_Q5_K_BYTES : RS_QUANT_Q4_K_BYTES;
     float acc[KQ_DOT_ROWS] = {0}, a = 0.0f;
+    if (n == 1) {
+        for (uint32_t g = 0; g < K / 256; g++) {
+            qd_prefetch(row + (size_t)g * bytes, bytes);
+            a = qd_super_term1(row + (size_t)g * bytes, kind, x[0], g, a);
+        }
+        out[0] = a;
+        return;
+    }
     for (uint32_t g = 0; g < K / 256; g++) {
         struct qd_group w;
         __m256i u[8];
@@ -141,13 +215,9 @@ QD_INL void qd_super_dot(const uint8_t *row, const struct kq_act *const *x, int 
             qd_load_kq(row, g, &w, kind == 5);
         QD_UNROLL for (int j = 0; j < 8; j++) u[j] = kind == 6 ? _mm256_sign_epi8(w.q[j], w.q[j])
                                                             : w.q[j];
-        if (n == 1)
-            a = qd_super_term(&w, u, kind == 6, kind != 6, x[0], g, a);
-        else
-            for (int m = 0; m < n; m++)
-                acc[m] = qd_super_term(&w, u, kind == 6, kind != 6, x[m], g, acc[m]);
+        for (int m = 0; m < n; m++)
+            acc[m] = qd_super_term(&w, u, kind == 6, kind != 6, x[m], g, acc[m]);
     }
-    acc[0] = n == 1 ? a : acc[0];
     for (int m = 0; m < n; m++)
         out[m] = acc[m];
 }
