@@ -5,16 +5,20 @@
  * qdot_vnni.c (vpdpbusd). The includer defines QD_TGT (target attribute),
  * QD_PREFIX(name) (its function names) and QD_BLOCK_SUM(wabs, xs, sc): eight
  * int32 whose total is a block's isum. Weight blocks are unpacked in
- * registers, 8 activation blocks (one group) at a time, into exactly the
- * levels, multipliers and scales qdot.c's unpackers write (integer work, and
- * the same float conversions); the float step is the portable dot's, term for
- * term, with no contraction. So every variant gives the portable bits.
- * The unsigned operand needs no sign work where the levels are never negative
- * (Q4_K, Q5_K; Q4_0 as nibbles, its 8 x sum(x) taken off in int32); one
- * activation row (decode) keeps its accumulator in a register; the weight
- * stream is prefetched QD_PF_AHEAD bytes ahead (perf, batch-1 decode on a
- * 2-core Zen 3: the accumulator's round trip through memory, the scales'
- * failed store forwarding and the first loads of each block were the stalls).
+ * registers (qdot_load.h), each where it is used, into exactly the levels,
+ * multipliers and scales qdot.c's unpackers write (integer work, and the same
+ * float conversions); the float step is the portable dot's, term for term,
+ * with no contraction. So every variant gives the portable bits.
+ * Profiled (perf, batch-1 decode, 2-core Zen 3) and fixed: a whole 8-block
+ * group unpacked at once spilled from the 16 registers and was read back from
+ * the stack (so one row, and every K-quant row, unpacks block by block, later
+ * rows reading the bytes from L1); the accumulator made a round trip through
+ * memory per group (one row keeps it in a register); the fp16 scales, stored
+ * in halves and read back whole, failed store forwarding (gathered instead);
+ * the first loads of each block waited on DRAM (the stream is prefetched
+ * QD_PF_AHEAD bytes ahead). The unsigned operand needs no sign work where the
+ * levels are never negative (Q4_K, Q5_K; Q4_0 as nibbles, its 8 x sum(x)
+ * taken off in int32).
  */
 #include "launcherd/engine/qdot_load.h"
 
@@ -118,21 +122,9 @@ QD_INL float qd_super_tail(__m256i v, float d, float dmin, __m256i mi, int offs,
     return acc + (((d * dx) * (float)isum) - ((dmin * dx) * (float)msum));
 }
 
-/* Super-block g of row x from an unpacked group. sgn: the levels may be negative (Q6_K), so
- * x takes their sign. */
-QD_INL float qd_super_term(const struct qd_group *w, const __m256i u[8], int sgn, int offs,
-                           const struct kq_act *x, uint32_t g, float acc)
-{
-    __m256i v[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    QD_UNROLL for (int j = 0; j < 8; j++) {
-        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (8 * g + j)));
-        __m256i p = QD_BLOCK_SUM(u[j], sgn ? _mm256_sign_epi8(xq, w->q[j]) : xq, w->sc[j]);
-        v[j & 1] = _mm256_add_epi32(v[j & 1], p);
-    }
-    return qd_super_tail(_mm256_add_epi32(v[0], v[1]), w->d, w->dmin, w->mi, offs, x, g, acc);
-}
-
-/* The same straight from the row's bytes (kind 4: Q4_K, 5: Q5_K, 6: Q6_K), one row. */
+/* Super-block g of row x straight from the row's bytes (kind 4: Q4_K, 5: Q5_K, 6: Q6_K), each
+ * block unpacked where it is used (rows after the first read the bytes from L1: re-unpacking
+ * costs less than a whole unpacked group spilled from the 16 registers). */
 QD_INL float qd_super_term1(const uint8_t *blk, int kind, const struct kq_act *x, uint32_t g,
                             float acc)
 {
@@ -206,17 +198,9 @@ QD_INL void qd_super_dot(const uint8_t *row, const struct kq_act *const *x, int 
         return;
     }
     for (uint32_t g = 0; g < K / 256; g++) {
-        struct qd_group w;
-        __m256i u[8];
         qd_prefetch(row + (size_t)g * bytes, bytes);
-        if (kind == 6)
-            qd_load_q6_k(row, g, &w);
-        else
-            qd_load_kq(row, g, &w, kind == 5);
-        QD_UNROLL for (int j = 0; j < 8; j++) u[j] = kind == 6 ? _mm256_sign_epi8(w.q[j], w.q[j])
-                                                            : w.q[j];
         for (int m = 0; m < n; m++)
-            acc[m] = qd_super_term(&w, u, kind == 6, kind != 6, x[m], g, acc[m]);
+            acc[m] = qd_super_term1(row + (size_t)g * bytes, kind, x[m], g, acc[m]);
     }
     for (int m = 0; m < n; m++)
         out[m] = acc[m];
