@@ -47,6 +47,36 @@ static rs_err check_tp(const struct llama_desc *d, int tp)
     return ok ? RS_OK : RS_EUNSUPPORTED;
 }
 
+static void count_dot(const struct kern_mat *m, unsigned *quant, unsigned *integer)
+{
+    *quant += kern_qdot_supported(m->type) ? 1u : 0u;
+    *integer += m->qdot ? 1u : 0u;
+}
+
+/* The quantized weights' arithmetic, as the default resolved it for this model on this CPU:
+ * integer, widened, or (types of both kinds) how many of its quantized matrices are integer. */
+static void describe_dot(const struct cpu_state *s, int dot, char *out, size_t cap)
+{
+    if (dot != RS_MODEL_DOT_AUTO) {
+        snprintf(out, cap, dot == RS_MODEL_DOT_INT8 ? " int8-dot" : " exact-dot");
+        return;
+    }
+    unsigned quant = 0, integer = 0;
+    count_dot(&s->tok_embd, &quant, &integer);
+    count_dot(&s->output, &quant, &integer);
+    for (uint32_t i = 0; i < s->hp.n_layers; i++) {
+        const struct cpu_layer *c = &s->layers[i];
+        const struct kern_mat *m[] = {&c->wq,     &c->wk,   &c->wv,    &c->wo,
+                                      &c->w_gate, &c->w_up, &c->w_down};
+        for (size_t j = 0; j < sizeof(m) / sizeof(m[0]); j++)
+            count_dot(m[j], &quant, &integer);
+    }
+    if (integer == 0 || integer == quant)
+        snprintf(out, cap, integer ? " int8-dot (auto)" : " exact-dot (auto)");
+    else
+        snprintf(out, cap, " int8-dot (auto, %u of %u quantized)", integer, quant);
+}
+
 static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *opts, void **out)
 {
     *out = NULL;
@@ -92,11 +122,8 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         return rc;
     }
     s->nt = opts->n_threads;
-    /* The quantized weights' arithmetic, as the default resolved it on this CPU. */
-    const char *how = dot == RS_MODEL_DOT_INT8                    ? " int8-dot"
-                      : dot == RS_MODEL_DOT_EXACT                 ? " exact-dot"
-                      : kern_qdot_preferred(s->isa, RS_GGML_Q4_K) ? " int8-dot (auto)"
-                                                                  : " exact-dot (auto)";
+    char how[64];
+    describe_dot(s, dot, how, sizeof(how));
     snprintf(s->describe, sizeof(s->describe), "cpu %s%s %d thread%s", kern_isa_name(s->isa), how,
              s->nt, s->nt == 1 ? "" : "s");
     if (s->tp > 1)

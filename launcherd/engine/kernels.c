@@ -75,12 +75,30 @@ int kern_qdot_supported(enum rs_ggml_type t)
     return kq_type_supported(t);
 }
 
+/*
+ * The types whose integer dot is the default, per CPU variant. Measured
+ * (launcherd/README.md, "Which dot by default"): with AVX-512 VNNI (512-bit
+ * row dots, the panel GEMM) it ties or wins at batch 1 and wins at 16 for
+ * every type; with AVX2 it doubles the K-quants' batch-1 decode and stays
+ * within noise at 16 (prompts are a quarter slower), while for Q8_0 and Q4_0
+ * the widened path is as fast at batch 1 and faster at 16 and on prompts.
+ */
+static const struct {
+    enum kern_isa isa;
+    enum rs_ggml_type types[5];
+    int n;
+} qdot_default[] = {
+    {KERN_AVX512, {RS_GGML_Q8_0, RS_GGML_Q4_0, RS_GGML_Q4_K, RS_GGML_Q5_K, RS_GGML_Q6_K}, 5},
+    {KERN_AVX2, {RS_GGML_Q4_K, RS_GGML_Q5_K, RS_GGML_Q6_K}, 3},
+};
+
 int kern_qdot_preferred(enum kern_isa isa, enum rs_ggml_type t)
 {
-    /* Measured (launcherd/README.md, "Which dot by default"): with AVX-512 VNNI (512-bit row
-     * dots, the panel GEMM) the integer dot ties or wins at batch 1 and wins at 16 for every
-     * type; AVX2's (vpmaddubsw, no panel) loses to the widened path at both. */
-    return isa == KERN_AVX512 && kern_qdot_supported(t);
+    for (size_t i = 0; i < sizeof(qdot_default) / sizeof(qdot_default[0]); i++)
+        for (int j = 0; qdot_default[i].isa == isa && j < qdot_default[i].n; j++)
+            if (qdot_default[i].types[j] == t)
+                return kern_qdot_supported(t);
+    return 0;
 }
 
 size_t kern_gemm_scratch_floats(uint32_t cols)

@@ -71,8 +71,8 @@ int kern_qdot_supported(enum rs_ggml_type t);
 
 /*
  * 1 when the default (RS_MODEL_DOT_AUTO) multiplies weights of type t by
- * integer dots on variant isa: where bench/decode measured them faster than
- * the exact path at batch 1 and at batch 16 (launcherd/README.md).
+ * integer dots on variant isa: where bench/decode measured them faster at
+ * batch 1 and no slower at batch 16 than the exact path (launcherd/README.md).
  */
 int kern_qdot_preferred(enum kern_isa isa, enum rs_ggml_type t);
 

@@ -291,32 +291,47 @@ static int test_refdata_llama256_q5_k_m(void) { return check_quantized("llama256
 static int test_refdata_llama256_q6_k(void) { return check_quantized("llama256-q6_k"); }
 
 /*
- * The default dot resolves per CPU variant: integer dots with AVX-512 VNNI,
- * the widened path with AVX2 (launcherd/README.md, "Which dot by default"),
- * checked on the logits of a llama.cpp-made Q4_K_M file (Q4_K and Q6_K).
+ * The default dot resolves per CPU variant and weight type (launcherd/README.md,
+ * "Which dot by default"): with AVX-512 VNNI integer dots for every quantized
+ * type; with AVX2 integer dots for the K-quants and the widened path for Q8_0.
+ * Checked on the logits of llama.cpp-made files: Q4_K_M (Q4_K and Q6_K) and Q8_0.
  */
-static int test_default_dot_is_integer_with_vnni_else_widened(void)
+static int test_default_dot_per_cpu_and_type(void)
 {
-    char path[1024], desc[96];
-    if (rs_test_refdata("arch/llama256-q4_k_m.gguf", path, sizeof(path)) == NULL)
-        return RS_TEST_SKIP;
+    static const struct {
+        const char *model;
+        int isa, want;
+    } cases[] = {
+        {"llama256-q4_k_m", RS_MODEL_ISA_AVX2, RS_MODEL_DOT_INT8},
+        {"llama256-q8_0", RS_MODEL_ISA_AVX2, RS_MODEL_DOT_EXACT},
+        {"llama256-q4_k_m", RS_MODEL_ISA_AVX512, RS_MODEL_DOT_INT8},
+        {"llama256-q8_0", RS_MODEL_ISA_AVX512, RS_MODEL_DOT_INT8},
+    };
+    char path[1024], name[128], desc[96];
     int32_t ids[64];
-    RS_CHECK(read_ids("llama256-q4_k_m.seq16.ids", ids, 64) == 16);
     float *a = malloc(16 * VOCAB * 4), *b = malloc(16 * VOCAB * 4);
     RS_CHECK(a != NULL && b != NULL);
-    static const int isas[] = {RS_MODEL_ISA_AVX2, RS_MODEL_ISA_AVX512};
-    static const int want[] = {RS_MODEL_DOT_EXACT, RS_MODEL_DOT_INT8};
-    for (int i = 0; i < 2; i++) {
-        if (!kern_isa_supported((enum kern_isa)isas[i]))
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int want = cases[i].want, isa = cases[i].isa;
+        snprintf(name, sizeof(name), "arch/%s.gguf", cases[i].model);
+        if (rs_test_refdata(name, path, sizeof(path)) == NULL) {
+            free(a), free(b);
+            return RS_TEST_SKIP;
+        }
+        if (!kern_isa_supported((enum kern_isa)isa))
             continue;
-        RS_CHECK(our_logits(path, isas[i], RS_MODEL_DOT_AUTO, ids, 16, a, desc, sizeof(desc)) == 0);
-        RS_CHECK(strstr(desc, want[i] == RS_MODEL_DOT_INT8 ? "int8-dot (auto)" : "exact-dot (auto)"));
-        RS_CHECK(our_logits(path, isas[i], want[i], ids, 16, b, desc, sizeof(desc)) == 0);
-        RS_CHECK_MSG(memcmp(a, b, 16 * VOCAB * 4) == 0, "%s: the default is not the %s dot", desc,
-                     want[i] == RS_MODEL_DOT_INT8 ? "integer" : "widened");
-        RS_CHECK(our_logits(path, isas[i], RS_MODEL_DOT_INT8 + RS_MODEL_DOT_EXACT - want[i], ids,
-                            16, b, desc, sizeof(desc)) == 0);
-        RS_CHECK_MSG(memcmp(a, b, 16 * VOCAB * 4) != 0, "%s: both dots gave the same logits", desc);
+        snprintf(name, sizeof(name), "%s.seq16.ids", cases[i].model);
+        RS_CHECK(read_ids(name, ids, 64) == 16);
+        RS_CHECK(our_logits(path, isa, RS_MODEL_DOT_AUTO, ids, 16, a, desc, sizeof(desc)) == 0);
+        RS_CHECK_MSG(strstr(desc, want == RS_MODEL_DOT_INT8 ? "int8-dot (auto)" : "exact-dot (auto)"),
+                     "%s: %s", cases[i].model, desc);
+        RS_CHECK(our_logits(path, isa, want, ids, 16, b, desc, sizeof(desc)) == 0);
+        RS_CHECK_MSG(memcmp(a, b, 16 * VOCAB * 4) == 0, "%s %s: the default is not the %s dot",
+                     cases[i].model, desc, want == RS_MODEL_DOT_INT8 ? "integer" : "widened");
+        RS_CHECK(our_logits(path, isa, RS_MODEL_DOT_INT8 + RS_MODEL_DOT_EXACT - want, ids, 16, b,
+                            desc, sizeof(desc)) == 0);
+        RS_CHECK_MSG(memcmp(a, b, 16 * VOCAB * 4) != 0, "%s %s: both dots gave the same logits",
+                     cases[i].model, desc);
     }
     free(a), free(b);
     return 0;
@@ -543,7 +558,7 @@ static int test_descriptor_resolves_hparams(void)
 }
 
 static const struct rs_test_case cases[] = {
-    RS_TEST(test_default_dot_is_integer_with_vnni_else_widened),
+    RS_TEST(test_default_dot_per_cpu_and_type),
     RS_TEST(test_refdata_llama),
     RS_TEST(test_refdata_llama_hd48),
     RS_TEST(test_refdata_qwen2),
