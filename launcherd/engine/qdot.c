@@ -7,6 +7,7 @@
 #include "launcherd/engine/qdot.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "common/quant.h"
@@ -57,36 +58,60 @@ uint32_t kq_span(enum rs_ggml_type t)
     return t == RS_GGML_Q4_K || t == RS_GGML_Q5_K || t == RS_GGML_Q6_K ? 256 : KQ_BLOCK;
 }
 
-void kq_quantize_row(const float *x, uint32_t K, uint32_t span, const struct kq_act *a)
+/* One span (32 or 256 values) of row x starting at s0, scalar. */
+static void quantize_span(const float *x, uint32_t s0, uint32_t span, const struct kq_act *a)
 {
-    uint32_t nb = K / KQ_BLOCK, nbp = kq_padded_blocks(K), per = span / KQ_BLOCK;
+    const float *xs = x + s0;
+    float amax = 0.0f;
+    for (uint32_t i = 0; i < span; i++) {
+        float v = fabsf(xs[i]);
+        amax = v > amax || v != v ? v : amax; /* a NaN sticks (fmaxf would drop it) */
+    }
+    int finite = amax <= 3.4028235e38f; /* false for inf and NaN */
+    /* below 2^-120, 127 / amax would overflow to inf (and inf * 0 is NaN): such a span's
+     * levels are 0, as a zero span's */
+    float id = finite && amax >= 0x1p-120f ? 127.0f / amax : 0.0f;
+    for (uint32_t b = s0 / KQ_BLOCK; b < (s0 + span) / KQ_BLOCK; b++) {
+        int32_t sum = 0;
+        for (int i = 0; i < KQ_BLOCK; i++) {
+            /* |x * id| <= 127 up to one rounding, which rounds back to 127; adding and
+             * removing 1.5 * 2^23 rounds it half-even (below 2^22 in magnitude), as
+             * nearbyintf does, without a libm call per value */
+            float r = (x[b * KQ_BLOCK + i] * id + 12582912.0f) - 12582912.0f;
+            int v = finite ? (int)r : 0;
+            a->q[b * KQ_BLOCK + i] = (int8_t)v;
+            sum += v;
+        }
+        a->d[b] = finite ? amax / 127.0f : amax; /* inf or NaN carries into the dot */
+        a->s[b] = sum;
+    }
+}
+
+void kq_quantize_row_on(enum kern_isa isa, const float *x, uint32_t K, uint32_t span,
+                        const struct kq_act *a)
+{
+    uint32_t nb = K / KQ_BLOCK, nbp = kq_padded_blocks(K);
     for (uint32_t s0 = 0; s0 < K; s0 += span) {
-        const float *xs = x + s0;
-        float amax = 0.0f;
-        for (uint32_t i = 0; i < span; i++) {
-            float v = fabsf(xs[i]);
-            amax = v > amax || v != v ? v : amax; /* a NaN sticks (fmaxf would drop it) */
-        }
-        int finite = amax <= 3.4028235e38f; /* false for inf and NaN */
-        float id = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
-        for (uint32_t b = s0 / KQ_BLOCK; b < s0 / KQ_BLOCK + per; b++) {
-            int32_t sum = 0;
-            for (int i = 0; i < KQ_BLOCK; i++) {
-                /* |x * id| <= 127 up to one rounding, which rounds back to 127; adding and
-                 * removing 1.5 * 2^23 rounds it half-even (below 2^22 in magnitude), as
-                 * nearbyintf does, without a libm call per value */
-                float r = (x[b * KQ_BLOCK + i] * id + 12582912.0f) - 12582912.0f;
-                int v = finite ? (int)r : 0;
-                a->q[b * KQ_BLOCK + i] = (int8_t)v;
-                sum += v;
-            }
-            a->d[b] = finite ? amax / 127.0f : amax; /* inf or NaN carries into the dot */
-            a->s[b] = sum;
-        }
+        uint32_t b = s0 / KQ_BLOCK;
+        if (isa == KERN_PORTABLE ||
+            kq_avx2_quantize_span(x + s0, span, a->q + (size_t)b * KQ_BLOCK, a->d + b, a->s + b) != 0)
+            quantize_span(x, s0, span, a);
     }
     memset(a->q + (size_t)nb * KQ_BLOCK, 0, (size_t)(nbp - nb) * KQ_BLOCK);
     for (uint32_t b = nb; b < nbp; b++)
         a->d[b] = 0.0f, a->s[b] = 0;
+}
+
+void kq_quantize_row(const float *x, uint32_t K, uint32_t span, const struct kq_act *a)
+{
+    /* profiled: a twelfth of an integer-dot prompt went to the scalar quantizer */
+    static _Atomic int simd = -1;
+    int on = atomic_load_explicit(&simd, memory_order_relaxed);
+    if (on < 0) {
+        on = kern_isa_supported(KERN_AVX2);
+        atomic_store_explicit(&simd, on, memory_order_relaxed);
+    }
+    kq_quantize_row_on(on ? KERN_AVX2 : KERN_PORTABLE, x, K, span, a);
 }
 
 static float half(const uint8_t *p)

@@ -73,6 +73,15 @@ uint32_t kq_span(enum rs_ggml_type t);
  * (so the dot is non-finite, as the exact path's would be). */
 void kq_quantize_row(const float *x, uint32_t K, uint32_t span, const struct kq_act *a);
 
+/* The same with the given kernels (KERN_PORTABLE: scalar only), for the tests: every
+ * variant gives the same levels, scales and sums. */
+void kq_quantize_row_on(enum kern_isa isa, const float *x, uint32_t K, uint32_t span,
+                        const struct kq_act *a);
+
+/* AVX2: one span of finite values quantized as kq_quantize_row does (blocks of 32 from q, d,
+ * s); -1, nothing written, when the span holds an inf or a NaN (the scalar code's case). */
+int kq_avx2_quantize_span(const float *x, uint32_t span, int8_t *q, float *d, int32_t *s);
+
 /* 1 when type t has an integer dot product. */
 int kq_type_supported(enum rs_ggml_type t);
 

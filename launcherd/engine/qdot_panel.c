@@ -120,7 +120,7 @@ QD_TGT static int quantize_fast(const float *x, uint32_t K, uint32_t span, const
             mx = _mm512_max_ps(mx, v);
         }
         float amax = _mm512_reduce_max_ps(mx);
-        float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        float id = amax >= 0x1p-120f ? 127.0f / amax : 0.0f; /* as qdot.c */
         __m512 idv = _mm512_set1_ps(id);
         for (uint32_t b = s0 / KQ_BLOCK; b < (s0 + span) / KQ_BLOCK; b++) {
             int32_t sum = 0;

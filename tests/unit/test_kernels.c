@@ -12,6 +12,7 @@
 
 #include "common/quant.h"
 #include "launcherd/engine/kernels.h"
+#include "launcherd/engine/qdot.h"
 #include "tests/rs_test.h"
 #include "tests/unit/engine_testutil.h"
 
@@ -590,6 +591,49 @@ static int test_qdot_panel_matches_portable(void)
     return 0;
 }
 
+/*
+ * The activation quantizer gives the scalar code's levels, scales and sums
+ * with every CPU variant, for both spans: random rows, a zero row, -0, values
+ * far below 2^-120 (a span that would overflow 127 / amax), huge ones, and
+ * spans holding an inf or a NaN (the SIMD code hands those to the scalar one).
+ */
+static int test_qdot_quantizer_variants_agree(void)
+{
+    const uint32_t K = 544 + 256 * 2; /* 33 blocks: padding in the last group; 4 K-quant spans */
+    float *x = rand_vec(K);
+    x[3] = -0.0f;
+    for (uint32_t k = 32; k < 64; k++)
+        x[k] = x[k] * 1e-39f; /* subnormal block */
+    for (uint32_t k = 256; k < 288; k++)
+        x[k] = 0.0f;
+    x[300] = 3e38f, x[301] = -3e38f;
+    x[400] = INFINITY;
+    x[520] = NAN;
+    void *ma = malloc(kq_act_bytes(K)), *mb = malloc(kq_act_bytes(K));
+    struct kq_act a, b;
+    kq_act_at(ma, K, &a);
+    kq_act_at(mb, K, &b);
+    for (uint32_t span = 32; span <= 256; span *= 8) {
+        uint32_t n = K / span * span;
+        kq_quantize_row_on(KERN_PORTABLE, x, n, span, &a);
+        for (int isa = KERN_AVX2; isa <= KERN_AVX512; isa++) {
+            if (!kern_isa_supported((enum kern_isa)isa))
+                continue;
+            memset(mb, 0x5a, kq_act_bytes(K));
+            kq_act_at(mb, K, &b);
+            kq_quantize_row_on((enum kern_isa)isa, x, n, span, &b);
+            RS_CHECK_MSG(memcmp(a.q, b.q, (size_t)kq_padded_blocks(n) * KQ_BLOCK) == 0,
+                         "span %u: levels differ", span);
+            RS_CHECK_MSG(memcmp(a.s, b.s, kq_padded_blocks(n) * 4) == 0, "span %u: sums differ", span);
+            RS_CHECK_MSG(same_floats(a.d, b.d, kq_padded_blocks(n)), "span %u: scales differ", span);
+        }
+        for (uint32_t i = 0; i < KQ_BLOCK; i++) /* the subnormal block's levels are 0 */
+            RS_CHECK(span != 32 || a.q[KQ_BLOCK + i] == 0);
+    }
+    free(ma), free(mb), free(x);
+    return 0;
+}
+
 /* Row m of a many-row integer GEMM equals the row alone and in 2- and 3-row batches. */
 static int test_qdot_rows_invariant(void)
 {
@@ -667,6 +711,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_widen_matches_reference_dequantizer),
     RS_TEST(test_isa_detection_is_consistent),
     RS_TEST(test_qdot_variants_agree_bitwise),
+    RS_TEST(test_qdot_quantizer_variants_agree),
     RS_TEST(test_qdot_rows_invariant),
     RS_TEST(test_qdot_panel_matches_portable),
     RS_TEST(test_qdot_within_activation_rounding),
