@@ -75,27 +75,12 @@ QD_INL float qd_group_tail(const __m256i v[8], __m256 ws, int q4, const struct k
     return a;
 }
 
-/* Q8_0 / Q4_0 group g of row x from an unpacked group; u: |level| or the nibble. */
-QD_INL float qd_group_term(const struct qd_group *w, const __m256i u[8], int q4,
-                           const struct kq_act *x, uint32_t g, float a)
+/* Q8_0 / Q4_0 group g (n blocks at p, scales ws) of row x, each block unpacked where it is
+ * used (rows after the first read the bytes from L1: a whole unpacked group spills). */
+QD_INL float qd_group_term(const uint8_t *p, int n, __m256 ws, int q4, const struct kq_act *x,
+                           uint32_t g, float a)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i v[8];
-    QD_UNROLL for (int j = 0; j < 8; j++) {
-        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (8 * g + j)));
-        v[j] = QD_BLOCK_SUM(u[j], q4 ? xq : _mm256_sign_epi8(xq, w->q[j]), ones);
-    }
-    return qd_group_tail(v, w->ws, q4, x, g, a);
-}
-
-/* The same straight from the row's bytes, each block unpacked where it is used (one row). */
-QD_INL float qd_group_term1(const uint8_t *row, uint32_t g, uint32_t nb, int q4,
-                            const struct kq_act *x, float a)
-{
-    const size_t bytes = q4 ? RS_QUANT_Q4_0_BYTES : RS_QUANT_Q8_0_BYTES;
-    const uint8_t *p = row + (size_t)8 * g * bytes;
-    const __m256i ones = _mm256_set1_epi16(1);
-    int n = qd_group_blocks(g, nb);
     __m256i v[8];
     QD_UNROLL for (int j = 0; j < 8; j++) {
         __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (8 * g + j)));
@@ -106,7 +91,7 @@ QD_INL float qd_group_term1(const uint8_t *row, uint32_t g, uint32_t nb, int q4,
             v[j] = QD_BLOCK_SUM(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q), ones);
         }
     }
-    return qd_group_tail(v, qd_halves(p, bytes, n), q4, x, g, a);
+    return qd_group_tail(v, ws, q4, x, g, a);
 }
 
 /* K-quants: super-block g of row x, its integer sums (v: the blocks', mi: the offsets) as one
@@ -157,27 +142,18 @@ QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int
     const size_t bytes = q4 ? RS_QUANT_Q4_0_BYTES : RS_QUANT_Q8_0_BYTES;
     uint32_t nb = K / KQ_BLOCK, ng = kq_padded_blocks(K) / 8;
     float acc[KQ_DOT_ROWS] = {0}, a = 0.0f;
-    if (n == 1) {
-        for (uint32_t g = 0; g < ng; g++) {
-            qd_prefetch(row + (size_t)8 * g * bytes, 8 * bytes);
-            a = qd_group_term1(row, g, nb, q4, x[0], a);
-        }
-        out[0] = a;
-        return;
-    }
     for (uint32_t g = 0; g < ng; g++) {
-        struct qd_group w;
-        __m256i u[8];
-        qd_prefetch(row + (size_t)8 * g * bytes, 8 * bytes);
-        if (q4)
-            qd_load_q4_0(row, g, nb, &w);
+        const uint8_t *p = row + (size_t)8 * g * bytes;
+        int nbg = qd_group_blocks(g, nb);
+        qd_prefetch(p, 8 * bytes);
+        __m256 ws = qd_halves(p, bytes, nbg);
+        if (n == 1) /* decode: the sum stays in a register */
+            a = qd_group_term(p, nbg, ws, q4, x[0], g, a);
         else
-            qd_load_q8_0(row, g, nb, &w);
-        QD_UNROLL for (int j = 0; j < 8; j++) u[j] = q4 ? _mm256_add_epi8(w.q[j], _mm256_set1_epi8(8))
-                                                     : _mm256_sign_epi8(w.q[j], w.q[j]);
-        for (int m = 0; m < n; m++)
-            acc[m] = qd_group_term(&w, u, q4, x[m], g, acc[m]);
+            for (int m = 0; m < n; m++)
+                acc[m] = qd_group_term(p, nbg, ws, q4, x[m], g, acc[m]);
     }
+    acc[0] = n == 1 ? a : acc[0];
     for (int m = 0; m < n; m++)
         out[m] = acc[m];
 }
