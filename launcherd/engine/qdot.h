@@ -105,15 +105,20 @@ struct kq_raw_dot {
 extern const struct kq_raw_dot kq_avx2_table[], kq_vnni_table[], kq_vnni512_table[];
 
 /*
- * The AVX-512 VNNI panel GEMM (qdot_panel.c) for many activation rows: the
- * same outputs, bit for bit, as the row dots. kq_panel_gemm returns 0 when
- * it computed y, or -1 when the build or the type has no panel path (the
- * caller then runs the row dots); call it only when the CPU has AVX-512 VNNI.
+ * The panel GEMMs (qdot_panel.h) for many activation rows, AVX-512 VNNI
+ * (qdot_panel.c) and AVX2 (qdot_panel_avx2.c): the same outputs, bit for bit,
+ * as the row dots. Each returns 0 when it computed y, or -1 when the build or
+ * the type has no panel path (the caller then runs the row dots); call one
+ * only when the CPU has its instructions.
  */
 #define KQ_PANEL_MIN_ROWS 8 /* fewer rows: the row dots are faster (bench/decode) */
-size_t kq_panel_scratch_bytes(uint32_t K);
-int kq_panel_gemm(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows, float *y,
-                  size_t ldy, uint32_t n0, uint32_t n1, int accumulate, void *scratch);
+size_t kq_panel512_scratch_bytes(uint32_t K);
+int kq_panel512_gemm(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                     float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate, void *scratch);
+size_t kq_panel_avx2_scratch_bytes(uint32_t K);
+int kq_panel_avx2_gemm(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                       float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
+                       void *scratch);
 
 /* Bytes of per-thread scratch kern_qgemm needs for K inputs (any alignment). */
 size_t kern_qgemm_scratch_bytes(uint32_t K);

@@ -7,7 +7,7 @@
  * output is one kq dot of its own weight row and its own activation row, so
  * chunking, slicing and the batch never change a bit. With AVX-512 VNNI and
  * at least KQ_PANEL_MIN_ROWS rows, the panel GEMM (qdot_panel.c) computes the
- * same bits faster.
+ * same bits faster; with AVX2, the 256-bit panel (qdot_panel_avx2.c).
  */
 #include "launcherd/engine/qdot.h"
 
@@ -18,7 +18,8 @@ typedef void (*kq_raw_fn)(const uint8_t *, const struct kq_act *const *, int, ui
 size_t kern_qgemm_scratch_bytes(uint32_t K)
 {
     size_t rows = kq_wrow_bytes(K) + KQ_ROWS * kq_act_bytes(K) + 32;
-    size_t panel = kq_panel_scratch_bytes(K);
+    size_t p512 = kq_panel512_scratch_bytes(K), p256 = kq_panel_avx2_scratch_bytes(K);
+    size_t panel = p512 > p256 ? p512 : p256;
     return rows > panel ? rows : panel;
 }
 
@@ -68,8 +69,11 @@ void kern_qgemm(enum kern_isa isa, const struct kern_mat *w, const float *x, siz
                 uint32_t n_rows, float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
                 void *scratch)
 {
-    if (isa == KERN_AVX512 && n_rows >= KQ_PANEL_MIN_ROWS &&
-        kq_panel_gemm(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch) == 0)
+    if (n_rows >= KQ_PANEL_MIN_ROWS && isa == KERN_AVX512 &&
+        kq_panel512_gemm(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch) == 0)
+        return;
+    if (n_rows >= KQ_PANEL_MIN_ROWS && isa == KERN_AVX2 &&
+        kq_panel_avx2_gemm(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch) == 0)
         return;
     uint32_t K = w->cols;
     uint8_t *base = (uint8_t *)(((uintptr_t)scratch + 31) & ~(uintptr_t)31);

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The integer dot of qdot.h for prompts, as a GEMM over panels, written once
+ * for the two x86 variants that include it: qdot_panel.c (AVX-512 VNNI,
+ * vpdpwssd, 16 activation rows a register) and qdot_panel_avx2.c (AVX2,
+ * vpmaddwd then vpaddd, 8 rows a register). A chunk of up to QP_MC
+ * activation rows is quantized once (the levels of qdot.h's kq_quantize_row)
+ * and stored interleaved, so that one vector load holds two adjacent levels
+ * of QP_W rows; QP_NR weight rows at a time are unpacked in registers
+ * (qdot_load.h) into int16 rows of level x sub-block multiplier. Then a
+ * broadcast pair of weight values multiplies QP_W rows' pairs of activation
+ * levels: every lane of a register tile (QP_NR weight rows x QP_MV x QP_W
+ * activation rows) is one output, its integer sum over a block (Q8_0, Q4_0)
+ * or super-block (K-quants) exact, then the float step of qdot.h term for
+ * term. So the outputs are the row dots' bits, whatever the variant, the
+ * chunk, the tile or the slice.
+ * Why int16 x int16 and not u8 x s8: the K-quants' sub-block multipliers fold
+ * into the weights (|level x multiplier| <= 4096), so the super-block sum
+ * needs no per-block multiply and no sign fix, and every type runs one loop.
+ * The includer defines QD_TGT (target attribute), QP_PREFIX(name), the tile
+ * geometry QP_W, QP_MV, QP_NR, QP_MC, the vector types QP_VI / QP_VF and
+ * their operations (QP_ZI, QP_ZF, QP_LDI, QP_LDF, QP_STF, QP_SET1I,
+ * QP_SET1F, QP_DOT, QP_CVT, QP_ADDF, QP_SUBF, QP_MULF), QP_STORE_LEVELS(dst,
+ * q, sc) (32 levels times their pair multipliers as 32 int16 at dst) and
+ * QP_QUANTIZE_FAST(x, K, span, c, i) (a row straight into the chunk, or -1
+ * to take the scalar quantizer's levels).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "launcherd/engine/qdot_load.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#define QP_UNROLL _Pragma("clang loop unroll(full)")
+#define QP_UNROLL2 _Pragma("clang loop unroll_count(2)")
+#else
+#define QP_UNROLL _Pragma("GCC unroll 16")
+#define QP_UNROLL2 _Pragma("GCC unroll 2")
+#endif
+
+/* A quantized chunk of activation rows, rows interleaved (stride QP_MC). */
+struct qp_chunk {
+    int32_t *xq; /* [Kp / 2][QP_MC]: levels 2p, 2p + 1 of a row as two int16 */
+    float *dx;   /* [nbp][QP_MC]: each block's scale */
+    int32_t *xs; /* [nbp / 2][QP_MC]: level sums of blocks 2q, 2q + 1 as two int16 */
+};
+
+/* QP_NR unpacked weight rows. */
+struct qp_wtile {
+    int32_t *w;  /* [QP_NR][Kp / 2]: pairs of level x multiplier, as two int16 */
+    float *ws;   /* [QP_NR][nbp]: block scale (Q8_0, Q4_0) or super-block d at index s */
+    float *wm;   /* [QP_NR][nbp]: K-quants' super-block dmin at index s */
+    int32_t *mi; /* [QP_NR][nbp / 2]: offsets of blocks 2q, 2q + 1 as two int16 */
+};
+
+static size_t up64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+size_t QP_PREFIX(scratch_bytes)(uint32_t K)
+{
+    size_t nbp = kq_padded_blocks(K), kp = nbp * KQ_BLOCK;
+    return up64(kp * QP_MC * 2) + up64(nbp * QP_MC * 4) + up64(nbp * QP_MC * 2) +
+           up64(kq_act_bytes(K)) + up64(QP_NR * kp * 2) + 2 * up64(QP_NR * nbp * 4) +
+           up64(QP_NR * nbp * 2) + 64;
+}
+
+static void layout(void *scratch, uint32_t K, struct qp_chunk *c, struct qp_wtile *t,
+                   struct kq_act *a)
+{
+    size_t nbp = kq_padded_blocks(K), kp = nbp * KQ_BLOCK;
+    uint8_t *p = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    c->xq = (int32_t *)p, p += up64(kp * QP_MC * 2);
+    c->dx = (float *)p, p += up64(nbp * QP_MC * 4);
+    c->xs = (int32_t *)p, p += up64(nbp * QP_MC * 2);
+    kq_act_at(p, K, a), p += up64(kq_act_bytes(K));
+    t->w = (int32_t *)p, p += up64(QP_NR * kp * 2);
+    t->ws = (float *)p, p += up64(QP_NR * nbp * 4);
+    t->wm = (float *)p, p += up64(QP_NR * nbp * 4);
+    t->mi = (int32_t *)p;
+}
+
+static int32_t pair16(int32_t lo, int32_t hi)
+{
+    return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+}
+
+/* --- activations ------------------------------------------------------------------ */
+
+/* Row i of the chunk from a quantized kq_act (any row: the scalar quantizer's output). */
+static void chunk_put(const struct qp_chunk *c, uint32_t i, const struct kq_act *a, uint32_t K)
+{
+    uint32_t nbp = kq_padded_blocks(K);
+    for (uint32_t p = 0; p < nbp * KQ_BLOCK / 2; p++)
+        c->xq[(size_t)p * QP_MC + i] = pair16(a->q[2 * p], a->q[2 * p + 1]);
+    for (uint32_t b = 0; b < nbp; b++)
+        c->dx[(size_t)b * QP_MC + i] = a->d[b];
+    for (uint32_t q = 0; q < nbp / 2; q++)
+        c->xs[(size_t)q * QP_MC + i] = pair16(a->s[2 * q], a->s[2 * q + 1]);
+}
+
+/* Rows m0 .. m0 + mc - 1 of x into the chunk, rows mc .. up to the tile zero. */
+static void chunk_fill(const struct qp_chunk *c, struct kq_act *a, const float *x, size_t ldx,
+                       uint32_t m0, uint32_t mc, uint32_t K, uint32_t span)
+{
+    uint32_t nbp = kq_padded_blocks(K), nb = K / KQ_BLOCK;
+    uint32_t mcp = (mc + QP_W * QP_MV - 1) / (QP_W * QP_MV) * (QP_W * QP_MV);
+    for (uint32_t i = 0; i < mcp; i++) {
+        const float *row = i < mc ? x + (size_t)(m0 + i) * ldx : NULL;
+        if (row != NULL && QP_QUANTIZE_FAST(row, K, span, c, i) == 0) {
+            /* the padding blocks: zero levels, scales and sums, as kq_quantize_row */
+            for (uint32_t p = nb * KQ_BLOCK / 2; p < nbp * KQ_BLOCK / 2; p++)
+                c->xq[(size_t)p * QP_MC + i] = 0;
+            for (uint32_t b = nb; b < nbp; b++) {
+                c->dx[(size_t)b * QP_MC + i] = 0.0f;
+                ((int16_t *)(c->xs + (size_t)(b / 2) * QP_MC + i))[b & 1] = 0;
+            }
+            continue;
+        }
+        if (row != NULL) {
+            kq_quantize_row(row, K, span, a);
+        } else {
+            memset(a->q, 0, (size_t)nbp * KQ_BLOCK);
+            for (uint32_t b = 0; b < nbp; b++)
+                a->d[b] = 0.0f, a->s[b] = 0;
+        }
+        chunk_put(c, i, a, K);
+    }
+}
+
+/* --- weights ---------------------------------------------------------------------- */
+
+/* Row r of the tile from weight row `src` of type t (NULL: a zero row past the slice). */
+QD_TGT static void unpack_row(enum rs_ggml_type t, const uint8_t *src, uint32_t K,
+                              const struct qp_wtile *wt, int r)
+{
+    uint32_t nbp = kq_padded_blocks(K), nb = K / KQ_BLOCK;
+    int32_t *w = wt->w + (size_t)r * nbp * KQ_BLOCK / 2;
+    float *ws = wt->ws + (size_t)r * nbp, *wm = wt->wm + (size_t)r * nbp;
+    int16_t *mi = (int16_t *)(wt->mi + (size_t)r * nbp / 2);
+    if (src == NULL) {
+        memset(w, 0, (size_t)nbp * KQ_BLOCK * 2);
+        memset(ws, 0, nbp * 4), memset(wm, 0, nbp * 4), memset(mi, 0, nbp * 2);
+        return;
+    }
+    for (uint32_t g = 0; g < nbp / 8; g++) {
+        struct qd_group o;
+        if (t == RS_GGML_Q8_0)
+            qd_load_q8_0(src, g, nb, &o);
+        else if (t == RS_GGML_Q4_0)
+            qd_load_q4_0(src, g, nb, &o);
+        else if (t == RS_GGML_Q6_K)
+            qd_load_q6_k(src, g, &o);
+        else
+            qd_load_kq(src, g, &o, t == RS_GGML_Q5_K);
+        for (int j = 0; j < 8; j++)
+            QP_STORE_LEVELS(w + (size_t)(8 * g + j) * 16, o.q[j], o.sc[j]);
+        if (kq_span(t) == KQ_BLOCK) {
+            _mm256_storeu_ps(ws + 8 * g, o.ws);
+        } else {
+            ws[g] = o.d, wm[g] = o.dmin;
+            __m256i m16 = _mm256_packs_epi32(o.mi, o.mi); /* offsets <= 63: no saturation */
+            _mm_storeu_si128((__m128i *)(mi + 8 * g),
+                             _mm256_castsi256_si128(_mm256_permute4x64_epi64(m16, 0x08)));
+        }
+    }
+}
+
+/* --- register tiles --------------------------------------------------------------- */
+
+/*
+ * The integer sums of pairs [p0, p0 + np) for QP_NR weight rows x mv vectors
+ * of QP_W activation rows starting at row lane v0 (a multiple of QP_W) into acc.
+ */
+QD_INL void tile_isum(const struct qp_chunk *c, const struct qp_wtile *wt, size_t wstride, int mv,
+                      uint32_t v0, uint32_t p0, uint32_t np, QP_VI acc[QP_NR][QP_MV])
+{
+    QP_UNROLL for (int r = 0; r < QP_NR; r++)
+        QP_UNROLL for (int j = 0; j < mv; j++)
+            acc[r][j] = QP_ZI();
+    /* np is even; unrolled twice, gcc keeps each accumulator in one register (once, it moved
+     * all 8 of AVX2's after every step) */
+    QP_UNROLL2 for (uint32_t p = p0; p < p0 + np; p++) {
+        const int32_t *xp = c->xq + (size_t)p * QP_MC + v0;
+        QP_VI xv[QP_MV];
+        QP_UNROLL for (int j = 0; j < mv; j++)
+            xv[j] = QP_LDI(xp + QP_W * j);
+        QP_UNROLL for (int r = 0; r < QP_NR; r++) {
+            QP_VI wb = QP_SET1I(wt->w[(size_t)r * wstride + p]);
+            QP_UNROLL for (int j = 0; j < mv; j++)
+                acc[r][j] = QP_DOT(acc[r][j], xv[j], wb);
+        }
+    }
+}
+
+/* Q8_0, Q4_0: acc += (ws_b * dx_b) * isum_b, block by block. */
+QD_INL void tile_blocks(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, int mv,
+                        uint32_t v0, QP_VF facc[QP_NR][QP_MV])
+{
+    uint32_t nbp = kq_padded_blocks(K);
+    for (uint32_t b = 0; b < K / KQ_BLOCK; b++) {
+        QP_VI acc[QP_NR][QP_MV];
+        tile_isum(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, b * KQ_BLOCK / 2, KQ_BLOCK / 2, acc);
+        QP_UNROLL for (int j = 0; j < mv; j++) {
+            QP_VF dx = QP_LDF(c->dx + (size_t)b * QP_MC + v0 + QP_W * j);
+            QP_UNROLL for (int r = 0; r < QP_NR; r++) {
+                QP_VF s = QP_MULF(QP_SET1F(wt->ws[(size_t)r * nbp + b]), dx);
+                facc[r][j] = QP_ADDF(facc[r][j], QP_MULF(s, QP_CVT(acc[r][j])));
+            }
+        }
+    }
+}
+
+/* K-quants: acc += ((d * dx) * isum) - ((dmin * dx) * msum), super-block by super-block. */
+QD_INL void tile_super(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, int mv,
+                       uint32_t v0, int mins, QP_VF facc[QP_NR][QP_MV])
+{
+    uint32_t nbp = kq_padded_blocks(K);
+    for (uint32_t s = 0; s < K / 256; s++) {
+        QP_VI acc[QP_NR][QP_MV];
+        tile_isum(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, s * 128, 128, acc);
+        QP_UNROLL for (int j = 0; j < mv; j++) {
+            QP_VF dx = QP_LDF(c->dx + (size_t)8 * s * QP_MC + v0 + QP_W * j);
+            QP_UNROLL for (int r = 0; r < QP_NR; r++) {
+                QP_VI ms = QP_ZI();
+                if (mins) {
+                    QP_UNROLL for (int q = 0; q < 4; q++)
+                        ms = QP_DOT(ms, QP_LDI(c->xs + (size_t)(4 * s + q) * QP_MC + v0 + QP_W * j),
+                                    QP_SET1I(wt->mi[(size_t)r * nbp / 2 + 4 * s + q]));
+                }
+                QP_VF d = QP_MULF(QP_SET1F(wt->ws[(size_t)r * nbp + s]), dx);
+                QP_VF dm = QP_MULF(QP_SET1F(wt->wm[(size_t)r * nbp + s]), dx);
+                QP_VF t = QP_SUBF(QP_MULF(d, QP_CVT(acc[r][j])), QP_MULF(dm, QP_CVT(ms)));
+                facc[r][j] = QP_ADDF(facc[r][j], t);
+            }
+        }
+    }
+}
+
+/* One tile: rows v0 .. v0 + QP_W mv - 1 of the chunk (those below mc stored) x weight rows n.. */
+QD_INL void tile(enum rs_ggml_type t, const struct qp_chunk *c, const struct qp_wtile *wt,
+                 uint32_t K, int mv, uint32_t v0, uint32_t mc, float *y, size_t ldy, uint32_t n,
+                 uint32_t nr, int accumulate)
+{
+    QP_VF facc[QP_NR][QP_MV];
+    QP_UNROLL for (int r = 0; r < QP_NR; r++)
+        QP_UNROLL for (int j = 0; j < mv; j++)
+            facc[r][j] = QP_ZF();
+    if (kq_span(t) == KQ_BLOCK)
+        tile_blocks(c, wt, K, mv, v0, facc);
+    else
+        tile_super(c, wt, K, mv, v0, t != RS_GGML_Q6_K, facc);
+    for (uint32_t r = 0; r < nr; r++)
+        for (int j = 0; j < mv; j++) {
+            float out[QP_W];
+            QP_STF(out, facc[r][j]);
+            for (uint32_t l = 0; l < QP_W && v0 + QP_W * (uint32_t)j + l < mc; l++) {
+                float *ym = y + (size_t)(v0 + QP_W * (uint32_t)j + l) * ldy + n + r;
+                *ym = accumulate ? *ym + out[l] : out[l];
+            }
+        }
+}
+
+/* Every tile of one chunk against weight rows [n, n + nr) already unpacked. */
+QD_TGT static void chunk_tiles(enum rs_ggml_type t, const struct qp_chunk *c,
+                               const struct qp_wtile *wt, uint32_t K, uint32_t mc, float *y,
+                               size_t ldy, uint32_t n, uint32_t nr, int accumulate)
+{
+    for (uint32_t v0 = 0; v0 < mc; v0 += QP_W * QP_MV) {
+        uint32_t left = mc - v0;
+#if QP_MV >= 3
+        if (left > 2 * QP_W) {
+            tile(t, c, wt, K, 3, v0, mc, y, ldy, n, nr, accumulate);
+            continue;
+        }
+#endif
+        if (left > QP_W)
+            tile(t, c, wt, K, 2, v0, mc, y, ldy, n, nr, accumulate);
+        else
+            tile(t, c, wt, K, 1, v0, mc, y, ldy, n, nr, accumulate);
+    }
+}
+
+int QP_PREFIX(gemm)(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
+                    float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate, void *scratch)
+{
+    if (!kq_type_supported(w->type))
+        return -1;
+    uint32_t K = w->cols;
+    struct qp_chunk c;
+    struct qp_wtile wt;
+    struct kq_act a;
+    layout(scratch, K, &c, &wt, &a);
+    for (uint32_t m0 = 0; m0 < n_rows; m0 += QP_MC) {
+        uint32_t mc = n_rows - m0 < QP_MC ? n_rows - m0 : QP_MC;
+        chunk_fill(&c, &a, x, ldx, m0, mc, K, kq_span(w->type));
+        for (uint32_t n = n0; n < n1; n += QP_NR) {
+            uint32_t nr = n1 - n < QP_NR ? n1 - n : QP_NR;
+            for (int r = 0; r < QP_NR; r++) {
+                const uint8_t *src = (uint32_t)r < nr
+                                         ? (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes
+                                         : NULL;
+                unpack_row(w->type, src, K, &wt, r);
+            }
+            chunk_tiles(w->type, &c, &wt, K, mc, y + (size_t)m0 * ldy, ldy, n, nr, accumulate);
+        }
+    }
+    return 0;
+}
