@@ -135,25 +135,33 @@ QD_INL float qd_super_term1(const uint8_t *blk, int kind, const struct kq_act *x
     return qd_super_tail(_mm256_add_epi32(v[0], v[1]), d, dmin, mi, kind != 6, x, g, acc);
 }
 
-/* Q8_0 (q4 = 0) / Q4_0 (q4 = 1) row against n activation rows. */
+/* Q8_0 (q4 = 0) / Q4_0 (q4 = 1) row against n activation rows. One row has a loop of its own:
+ * sharing the many-row loop, gcc kept its sum on the stack, a store and a load on the chain of
+ * 8 in-order adds per group (perf, one-thread Q4_0 decode). */
 QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int n, uint32_t K,
                           int q4, float *out)
 {
     const size_t bytes = q4 ? RS_QUANT_Q4_0_BYTES : RS_QUANT_Q8_0_BYTES;
     uint32_t nb = K / KQ_BLOCK, ng = kq_padded_blocks(K) / 8;
     float acc[KQ_DOT_ROWS] = {0}, a = 0.0f;
+    if (n == 1) {
+        for (uint32_t g = 0; g < ng; g++) {
+            const uint8_t *p = row + (size_t)8 * g * bytes;
+            int nbg = qd_group_blocks(g, nb);
+            qd_prefetch(p, 8 * bytes);
+            a = qd_group_term(p, nbg, qd_halves(p, bytes, nbg), q4, x[0], g, a);
+        }
+        out[0] = a;
+        return;
+    }
     for (uint32_t g = 0; g < ng; g++) {
         const uint8_t *p = row + (size_t)8 * g * bytes;
         int nbg = qd_group_blocks(g, nb);
         qd_prefetch(p, 8 * bytes);
         __m256 ws = qd_halves(p, bytes, nbg);
-        if (n == 1) /* decode: the sum stays in a register */
-            a = qd_group_term(p, nbg, ws, q4, x[0], g, a);
-        else
-            for (int m = 0; m < n; m++)
-                acc[m] = qd_group_term(p, nbg, ws, q4, x[m], g, acc[m]);
+        for (int m = 0; m < n; m++)
+            acc[m] = qd_group_term(p, nbg, ws, q4, x[m], g, acc[m]);
     }
-    acc[0] = n == 1 ? a : acc[0];
     for (int m = 0; m < n; m++)
         out[m] = acc[m];
 }
