@@ -65,8 +65,8 @@ const struct rs_opt launcher_opt_table[] = {
              "tokens do not depend on its companions; no cuBLAS)"},
     {.name = "exact-dot", .kind = RS_OPT_FLAG, .off = LO(dot), .val = RS_MODEL_DOT_EXACT,
      .help = "CPU: every quantized weight widened to F32 times F32\n"
-             "activations (default: integer dots with AVX-512 VNNI;\n"
-             "with AVX2 for Q4_0 and the K-quants, this path for Q8_0)"},
+             "activations (default: integer dots with AVX-512 VNNI\n"
+             "or AVX2, this path on other CPUs)"},
     {.name = "int8-dot", .kind = RS_OPT_FLAG, .off = LO(dot), .val = RS_MODEL_DOT_INT8,
      .help = "CPU: activations quantized to 8 bits per block and\n"
              "integer dot products for Q8_0/Q4_0/Q4_K/Q5_K/Q6_K"},

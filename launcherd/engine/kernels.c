@@ -80,9 +80,8 @@ int kern_qdot_supported(enum rs_ggml_type t)
  * (launcherd/README.md, "Which dot by default"): with AVX-512 VNNI (512-bit
  * row dots, the panel GEMM) it ties or wins at batch 1 and wins at 16 for
  * every type; with AVX2 (row dots, the 256-bit panel) it wins batch-1 decode
- * for Q4_0 and the K-quants and prompts for every type, while Q8_0's batch-1
- * decode is faster widened (its widening is cheap; the integer dot's float
- * step per block is not), so Q8_0 stays widened there.
+ * and prompts for every type and ties at 16. The table keeps one entry per
+ * variant so that a CPU where a type measures faster widened lists it out.
  */
 static const struct {
     enum kern_isa isa;
@@ -90,7 +89,7 @@ static const struct {
     int n;
 } qdot_default[] = {
     {KERN_AVX512, {RS_GGML_Q8_0, RS_GGML_Q4_0, RS_GGML_Q4_K, RS_GGML_Q5_K, RS_GGML_Q6_K}, 5},
-    {KERN_AVX2, {RS_GGML_Q4_0, RS_GGML_Q4_K, RS_GGML_Q5_K, RS_GGML_Q6_K}, 4},
+    {KERN_AVX2, {RS_GGML_Q8_0, RS_GGML_Q4_0, RS_GGML_Q4_K, RS_GGML_Q5_K, RS_GGML_Q6_K}, 5},
 };
 
 int kern_qdot_preferred(enum kern_isa isa, enum rs_ggml_type t)

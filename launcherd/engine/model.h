@@ -87,8 +87,8 @@ struct rs_model_opts {
                                    no cuBLAS, also RS_CUDA_DETERMINISTIC=1) */
     int dot;                    /* CPU, quantized weights (RS_MODEL_DOT_*): AUTO (default) the
                                    faster one measured on this CPU variant and weight type
-                                   (integer with AVX-512 VNNI; with AVX2 integer for Q4_0
-                                   and the K-quants, widened for Q8_0); EXACT widens them to
+                                   (integer with AVX-512 VNNI or AVX2, widened on other
+                                   CPUs); EXACT widens them to
                                    F32 times F32 activations; INT8 quantizes each activation
                                    row to 8-bit blocks and uses integer dot products, as
                                    llama.cpp does (launcherd/README.md, "Integer dot

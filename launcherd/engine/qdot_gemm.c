@@ -3,7 +3,8 @@
  * Y = X W^T through the integer dot (qdot.h): activation rows quantized in
  * chunks of KQ_ROWS into the thread's scratch, then each weight row of the
  * slice dotted with up to KQ_DOT_ROWS rows at a time: unpacked in registers by the
- * SIMD variants, into scratch by the portable one. Each
+ * SIMD variants, into scratch by the portable one; one activation row against
+ * 8 weight rows at a time where the variant has a dot8 (Q8_0, Q4_0). Each
  * output is one kq dot of its own weight row and its own activation row, so
  * chunking, slicing and the batch never change a bit. With AVX-512 VNNI and
  * at least KQ_PANEL_MIN_ROWS rows, the panel GEMM (qdot_panel.c) computes the
@@ -14,6 +15,7 @@
 #define KQ_ROWS 16 /* activation rows quantized per chunk: 16 x ~1.2 K bytes stay in L1/L2 */
 
 typedef void (*kq_raw_fn)(const uint8_t *, const struct kq_act *const *, int, uint32_t, float *);
+typedef void (*kq_raw8_fn)(const uint8_t *, size_t, const struct kq_act *, uint32_t, float *);
 
 size_t kern_qgemm_scratch_bytes(uint32_t K)
 {
@@ -23,29 +25,47 @@ size_t kern_qgemm_scratch_bytes(uint32_t K)
     return rows > panel ? rows : panel;
 }
 
-/* The SIMD dot of type t for isa, or NULL for the portable unpack-then-dot. */
-static kq_raw_fn raw_in(const struct kq_raw_dot *tab, enum rs_ggml_type t)
+/* The SIMD entry of type t in tab, or NULL. */
+static const struct kq_raw_dot *raw_in(const struct kq_raw_dot *tab, enum rs_ggml_type t)
 {
     for (; tab != NULL && tab->dot != NULL; tab++)
         if (tab->type == t)
-            return tab->dot;
+            return tab;
     return NULL;
 }
 
-/* AVX-512: the 512-bit K-quant dots first, the 256-bit VNNI ones for the rest. */
-static kq_raw_fn raw_for(enum kern_isa isa, enum rs_ggml_type t)
+/* The SIMD dots of type t for isa (NULL: the portable unpack-then-dot). AVX-512: the
+ * 512-bit dots first, the 256-bit VNNI ones for the rest. */
+static const struct kq_raw_dot *raw_for(enum kern_isa isa, enum rs_ggml_type t)
 {
-    kq_raw_fn f = isa == KERN_AVX512 ? raw_in(kq_vnni512_table, t) : NULL;
-    if (f == NULL)
-        f = raw_in(isa == KERN_AVX512 ? kq_vnni_table : isa == KERN_AVX2 ? kq_avx2_table : NULL, t);
-    return f;
+    const struct kq_raw_dot *e = isa == KERN_AVX512 ? raw_in(kq_vnni512_table, t) : NULL;
+    if (e == NULL)
+        e = raw_in(isa == KERN_AVX512 ? kq_vnni_table : isa == KERN_AVX2 ? kq_avx2_table : NULL, t);
+    return e;
+}
+
+/* One activation row: weight rows 8 at a time through dot8, from n0; returns the first left. */
+static uint32_t rows8(kq_raw8_fn dot8, const struct kern_mat *w, const struct kq_act *act,
+                      float *y, uint32_t n0, uint32_t n1, int accumulate)
+{
+    uint32_t n = n0;
+    for (; dot8 != NULL && n + 8 <= n1; n += 8) {
+        float out[8];
+        dot8((const uint8_t *)w->data + (size_t)n * w->row_bytes, w->row_bytes, act, w->cols, out);
+        for (int r = 0; r < 8; r++)
+            y[n + (uint32_t)r] = accumulate ? y[n + (uint32_t)r] + out[r] : out[r];
+    }
+    return n;
 }
 
 /* Weight rows [n0, n1) against the mr quantized rows at act, into y's rows. */
-static void chunk(kq_raw_fn raw, const struct kern_mat *w, const struct kq_wrow *wr,
+static void chunk(const struct kq_raw_dot *e, const struct kern_mat *w, const struct kq_wrow *wr,
                   const struct kq_act *const *act, uint32_t mr, float *y, size_t ldy,
                   uint32_t n0, uint32_t n1, int accumulate)
 {
+    kq_raw_fn raw = e != NULL ? e->dot : NULL;
+    if (mr == 1 && e != NULL)
+        n0 = rows8(e->dot8, w, act[0], y, n0, n1, accumulate);
     for (uint32_t n = n0; n < n1; n++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
         if (raw == NULL)
@@ -82,7 +102,7 @@ void kern_qgemm(enum kern_isa isa, const struct kern_mat *w, const float *x, siz
     uint8_t *actmem = base + kq_wrow_bytes(K);
     struct kq_act acts[KQ_ROWS];
     const struct kq_act *ap[KQ_ROWS];
-    kq_raw_fn raw = raw_for(isa, w->type);
+    const struct kq_raw_dot *raw = raw_for(isa, w->type);
     for (uint32_t m0 = 0; m0 < n_rows; m0 += KQ_ROWS) {
         uint32_t mr = n_rows - m0 < KQ_ROWS ? n_rows - m0 : KQ_ROWS;
         for (uint32_t r = 0; r < mr; r++) {

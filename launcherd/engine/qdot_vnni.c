@@ -22,6 +22,6 @@
 
 #else
 
-const struct kq_raw_dot kq_vnni_table[] = {{RS_GGML_F32, NULL}};
+const struct kq_raw_dot kq_vnni_table[] = {{RS_GGML_F32, NULL, NULL}};
 
 #endif

@@ -293,9 +293,9 @@ static int test_refdata_llama256_q6_k(void) { return check_quantized("llama256-q
 /*
  * The default dot resolves per CPU variant and weight type (launcherd/README.md,
  * "Which dot by default"): with AVX-512 VNNI integer dots for every quantized
- * type; with AVX2 integer dots for Q4_0 and the K-quants and the widened path for
- * Q8_0. Checked on the logits of llama.cpp-made files: Q4_K_M (Q4_K and Q6_K),
- * Q4_0 and Q8_0.
+ * type, with AVX-512 VNNI and with AVX2 (the widened path on other CPUs and with
+ * --exact-dot). Checked on the logits of llama.cpp-made files: Q4_K_M (Q4_K and
+ * Q6_K), Q4_0 and Q8_0; the widened default is checked on the portable variant.
  */
 static int test_default_dot_per_cpu_and_type(void)
 {
@@ -304,7 +304,8 @@ static int test_default_dot_per_cpu_and_type(void)
         int isa, want;
     } cases[] = {
         {"llama256-q4_k_m", RS_MODEL_ISA_AVX2, RS_MODEL_DOT_INT8},
-        {"llama256-q8_0", RS_MODEL_ISA_AVX2, RS_MODEL_DOT_EXACT},
+        {"llama256-q8_0", RS_MODEL_ISA_AVX2, RS_MODEL_DOT_INT8},
+        {"llama256-q8_0", RS_MODEL_ISA_PORTABLE, RS_MODEL_DOT_EXACT},
         {"llama256-q4_0", RS_MODEL_ISA_AVX2, RS_MODEL_DOT_INT8},
         {"llama256-q4_k_m", RS_MODEL_ISA_AVX512, RS_MODEL_DOT_INT8},
         {"llama256-q8_0", RS_MODEL_ISA_AVX512, RS_MODEL_DOT_INT8},
