@@ -17,6 +17,8 @@
 
 #include "client/client.h"
 #include "common/clock.h"
+#include "ipc/pipeline_req.h"
+#include "ipc/table.h"
 #include "tests/pipeline_harness.h"
 #include "tests/rs_test.h"
 #include "tests/stream_rec.h"
@@ -82,6 +84,31 @@ static int wait_final(rs_client *c, struct stream_rec *r)
 static uint64_t handles_issued(struct rs_harness *h)
 {
     return atomic_load(&rs_harness_view(h)->shared->next_handle) - 1;
+}
+
+/*
+ * 1 once no published record holds request id `id` (its release took effect), 0 after ms.
+ * The releasing client c stays open meanwhile: its sockets do not linger, so a release
+ * still queued when it is destroyed can be dropped, and one in flight can reach postprocd
+ * after a new client's resubmission reached tokenizerd (which then replays the kept one).
+ */
+static int wait_released(struct rs_harness *h, rs_client *c, const char *id, uint32_t ms)
+{
+    const uint64_t published = (1ull << RS_PIPE_REQ_WAITING) | (1ull << RS_PIPE_REQ_RUNNING) |
+                               (1ull << RS_PIPE_REQ_FINISHED);
+    struct rs_pipe *v = rs_harness_view(h);
+    for (uint64_t end = rs_clock_ms() + ms; rs_clock_ms() < end;) {
+        uint32_t cursor = 0, state;
+        struct rs_table_ref ref;
+        int held = 0;
+        while (!held && rs_table_next(v->requests, &cursor, published, &ref, &state) == RS_OK)
+            held = strncmp(rs_pipe_req_at(v, ref.index)->id, id, RS_WIRE_ID_MAX + 1) == 0;
+        if (!held)
+            return 1;
+        if (rs_client_poll(c, 5) < 0)
+            return 0;
+    }
+    return 0;
 }
 
 static int same(const struct stream_rec *r, const struct rs_client_result *ref)
@@ -167,6 +194,7 @@ static int test_a_new_client_under_the_same_routing_id_replays_from_seq_0(void)
     struct stream_rec d1 = {0};
     ok = ok && d != NULL && rs_client_submit(d, &g, &o2, on_event, &d1, NULL) == RS_OK &&
          wait_final(d, &d1) == 0;
+    int released = ok && wait_released(&h, d, "plain-1", 30000);
     rs_client_destroy(&d);
     d = client_of(&h, RID, NULL);
     ok = ok && d != NULL && rs_client_submit(d, &g, &o2, on_event, &fresh, NULL) == RS_OK &&
@@ -181,6 +209,7 @@ static int test_a_new_client_under_the_same_routing_id_replays_from_seq_0(void)
     RS_CHECK_MSG(ok && same_again && same_third, "ok %d, replay %d, second replay %d", ok,
                  same_again, same_third);
     RS_CHECK_MSG(runs == 1, "the kept request ran %llu times", (unsigned long long)runs);
+    RS_CHECK_MSG(released, "the released request's record was still held after 30 s");
     RS_CHECK_MSG(runs_plain == 2, "the released one ran %llu times, want 2",
                  (unsigned long long)runs_plain);
     int fresh_same = same(&fresh, &ref) == 0;
