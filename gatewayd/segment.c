@@ -110,6 +110,11 @@ int gw_seg_health(struct gw *g, json_t **body)
     for (int s = 0; g->seg.p != NULL && s < RS_PIPE_N_STAGES; s++) {
         struct rs_role_info ri;
         bool up = stage_serving(g->seg.p, (enum rs_pipe_stage)s, &ri);
+        /* The tick above read the role table a moment earlier: a stage that became READY in
+         * between must not stay marked down (for up to CHECK_NS) while /health says it serves,
+         * or a request right after a 200 gets a 503 naming it (seen with a short grace). */
+        if (up)
+            g->seg.down_since_ns[s] = 0;
         json_object_set_new(stages, rs_pipe_stage_name((enum rs_pipe_stage)s),
                             json_string(phase_name(&ri)));
         if (!up)
