@@ -176,8 +176,8 @@ QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int
  * decode: 94-104 -> 114-118 tok/s. Q8_0 measured slower so (104-107 -> 77-84: its block is a
  * plain load, and the 8 streams cost more than the adds saved) and keeps its one-row dot.
  */
-QD_INL void qd_q4_0_dot8(const uint8_t *row, size_t row_bytes, const struct kq_act *x,
-                         uint32_t K, float *out)
+QD_TGT static void QD_PREFIX(q4_0_rows8)(const uint8_t *row, size_t row_bytes,
+                                         const struct kq_act *x, uint32_t K, float *out)
 {
     const uint32_t pf_every = 64 / RS_QUANT_Q4_0_BYTES; /* blocks per cache line, at least */
     const __m256i ones = _mm256_set1_epi16(1);
@@ -236,12 +236,6 @@ QD_DOT(q4_0, qd_blocks_dot(row, x, n, K, 1, out))
 QD_DOT(q4_k, qd_super_dot(row, x, n, K, 4, out))
 QD_DOT(q5_k, qd_super_dot(row, x, n, K, 5, out))
 QD_DOT(q6_k, qd_super_dot(row, x, n, K, 6, out))
-
-QD_TGT static void QD_PREFIX(q4_0_rows8)(const uint8_t *row, size_t row_bytes,
-                                         const struct kq_act *x, uint32_t K, float *out)
-{
-    qd_q4_0_dot8(row, row_bytes, x, K, out);
-}
 
 const struct kq_raw_dot QD_PREFIX(table)[] = {
     {RS_GGML_Q8_0, QD_PREFIX(q8_0), NULL}, /* its one-row dot measured faster */
