@@ -7,13 +7,18 @@
 // median interval between generated tokens as seen here: the counter alone
 // can include time the binding spends before it synchronizes, the interval
 // alone the binding's own work; the smaller favours llama.cpp.
+import fs from "node:fs";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
 const [model, threads = "1", prompt = "512", steps = "32", reps = "3"] = process.argv.slice(2);
-if (!model) {
-    console.error("usage: node reference.mjs MODEL.gguf [threads] [prompt] [steps] [reps]");
+function usage(why) {
+    console.error(`usage: node reference.mjs MODEL.gguf [threads] [prompt] [steps] [reps]: ${why}`);
     process.exit(2);
 }
+if (!model) usage("no model");
+if (!fs.existsSync(model)) usage(`${model}: no such file`);
+for (const [name, v] of [["threads", threads], ["prompt", prompt], ["steps", steps], ["reps", reps]])
+    if (!/^[1-9][0-9]{0,4}$/.test(v)) usage(`${name} must be a whole number from 1 to 99999, not '${v}'`);
 let lines = [];
 const llama = await getLlama({gpu: false, build: "never", maxThreads: +threads,
                               logLevel: LlamaLogLevel.info, logger: (level, msg) => lines.push(msg)});
