@@ -167,20 +167,27 @@ QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int
 }
 
 /*
- * Q4_0: 8 weight rows, row_bytes apart, against one activation row, lane r of every vector
- * being row r. Block b's 8 integer sums come out of one transposing reduction, and lane r adds
- * its term (ws * dx) * isum in block order: the one-row dot's terms in its order, so its bits,
- * with one vector add per block where the one-row dot spends 8 scalar adds and the lane
- * extractions per 8 blocks (perf of one-thread Q4_0 decode: instruction-bound, not bound by
- * the adds' latency). The padding blocks' +0 terms are skipped (qdot.h). One-thread batch-1
- * decode: 94-104 -> 114-118 tok/s. Q8_0 measured slower so (104-107 -> 77-84: its block is a
- * plain load, and the 8 streams cost more than the adds saved) and keeps its one-row dot.
+ * Q4_0: 8 weight rows, row_bytes apart, against one activation row. One
+ * register holds two rows' 16 bytes (a 128-bit half each), so each nibble
+ * split and each multiply serves two rows against the activations' low or
+ * high 16 levels, broadcast to both halves: QD_HALVES_SUM leaves a row's four
+ * partial sums in its half. Three horizontal adds then give the 8 rows'
+ * block sums in the lane order QD_ROWS8_LANES (rows 0 2 4 6 | 1 3 5 7, as
+ * hadd interleaves its halves); the scales are gathered in that order and the
+ * result unpermuted once at the end. Lane r adds its term (ws * dx) * isum in
+ * block order: the one-row dot's terms in its order, so its bits, with one
+ * vector add per block where the one-row dot spends 8 scalar adds and the
+ * lane extractions per 8 blocks (perf of one-thread Q4_0 decode:
+ * instruction-bound, not bound by the adds' latency). The padding blocks'
+ * +0 terms are skipped (qdot.h). Q8_0 measured slower with 8 rows (its block
+ * is a plain load, and the 8 streams cost more than the adds saved) and keeps
+ * its one-row dot.
  */
 QD_TGT static void QD_PREFIX(q4_0_rows8)(const uint8_t *row, size_t row_bytes,
                                          const struct kq_act *x, uint32_t K, float *out)
 {
     const uint32_t pf_every = 64 / RS_QUANT_Q4_0_BYTES; /* blocks per cache line, at least */
-    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(15);
     __m256 acc = _mm256_setzero_ps();
     for (uint32_t b = 0; b < K / KQ_BLOCK; b++) {
         const uint8_t *p = row + (size_t)b * RS_QUANT_Q4_0_BYTES;
@@ -189,16 +196,30 @@ QD_TGT static void QD_PREFIX(q4_0_rows8)(const uint8_t *row, size_t row_bytes,
                                   land inside this group */
             QD_UNROLL for (int r = 8; r < 16; r++)
                 _mm_prefetch((const char *)p + (size_t)r * row_bytes, _MM_HINT_T0);
-        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (size_t)b));
-        __m256i v[8];
-        QD_UNROLL for (int r = 0; r < 8; r++)
-            v[r] = QD_BLOCK_SUM(qd_q4_0_nibbles(p + (size_t)r * row_bytes, 0, 1), xq, ones);
+        const __m128i *xb = (const __m128i *)(x->q + 32 * (size_t)b);
+        __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(xb));
+        __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(xb + 1));
+        __m256i v[4];
+        QD_UNROLL for (int k = 0; k < 4; k++) {
+            const uint8_t *r0 = p + (size_t)(2 * k) * row_bytes + 2;
+            __m256i w = _mm256_loadu2_m128i((const __m128i *)(r0 + row_bytes), (const __m128i *)r0);
+            v[k] = QD_HALVES_SUM(_mm256_and_si256(w, m4), xlo,
+                                 _mm256_and_si256(_mm256_srli_epi16(w, 4), m4), xhi);
+        }
+        /* rows 0 2 4 6 | 1 3 5 7: hadd interleaves its operands within each half */
+        __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
+                                         _mm256_hadd_epi32(v[2], v[3]));
         /* (nibble - 8) . x = nibble . x - 8 sum(x) */
-        __m256i isum = _mm256_sub_epi32(qd_hsum8(v), _mm256_set1_epi32(8 * x->s[b]));
-        __m256 s = _mm256_mul_ps(qd_halves(p, row_bytes, 8), _mm256_set1_ps(x->d[b]));
+        __m256i isum = _mm256_sub_epi32(sums, _mm256_set1_epi32(8 * x->s[b]));
+        uint16_t h[8]; /* the scales in the same lane order */
+        QD_UNROLL for (int i = 0; i < 8; i++)
+            memcpy(&h[i], p + (size_t)(i < 4 ? 2 * i : 2 * i - 7) * row_bytes, 2);
+        __m256 ws = qd_halves8(h);
+        __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(x->d[b]));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(s, _mm256_cvtepi32_ps(isum)));
     }
-    _mm256_storeu_ps(out, acc);
+    /* row r is in lane r / 2 (even r) or 4 + r / 2 (odd r) */
+    _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
 /* K-quant row (kind 4: Q4_K, 5: Q5_K, 6: Q6_K) against n activation rows. */

@@ -18,6 +18,8 @@
 #define QD_PREFIX(n) kq_vnni_##n
 #define QD_BLOCK_SUM(wabs, xs, sc)                                                              \
     _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), wabs, xs), QD_SC32(sc))
+#define QD_HALVES_SUM(lo, xlo, hi, xhi)                                                         \
+    _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, xlo), hi, xhi)
 #include "launcherd/engine/qdot_simd.h"
 
 #else
