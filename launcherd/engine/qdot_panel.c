@@ -86,7 +86,7 @@ QD_TGT static int quantize_fast(const float *x, uint32_t K, uint32_t span, const
                 _mm256_storeu_si256((__m256i *)tmp, pairs);
                 size_t p0 = ((size_t)b * KQ_BLOCK + 16 * (size_t)h) / 2;
                 for (int j = 0; j < 8; j++)
-                    c->xq[(p0 + (size_t)j) * QP_MC + i] = tmp[j];
+                    c->xq[qp_xq_at(c, p0 + (size_t)j, i)] = tmp[j];
             }
             c->dx[(size_t)b * QP_MC + i] = amax / 127.0f;
             int32_t *xs = (int32_t *)c->xs + (size_t)(b / 2) * QP_MC + i;

@@ -19,7 +19,7 @@
 #define QP_W 8                      /* activation rows a register */
 #define QP_MV 2                     /* QP_W-row activation vectors per register tile */
 #define QP_NR 3                     /* weight rows per register tile */
-#define QP_MC (QP_W * QP_MV * 4)    /* activation rows per chunk: four tiles' worth */
+#define QP_MC (QP_W * QP_MV * 8)    /* activation rows per chunk: eight tiles' worth */
 #define QP_VI __m256i
 #define QP_VF __m256
 #define QP_ZI() _mm256_setzero_si256()
