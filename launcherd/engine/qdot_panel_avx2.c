@@ -35,6 +35,12 @@
 #define QP_SUBF(a, b) _mm256_sub_ps(a, b)
 #define QP_MULF(a, b) _mm256_mul_ps(a, b)
 #define QP_STORE_LEVELS(dst, q, sc) store_levels(dst, q, sc)
+#define QP_QUAD 1 /* the u8 x s8 path of qdot_panel.h for Q4_0, Q4_K and Q5_K */
+#define QP_DOT4(acc, w, x) _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x))
+#define QP_WIDEN(a16, m16) _mm256_madd_epi16(a16, m16)
+#define QP_SET1W(v) _mm256_set1_epi16(v)
+#define QP_ADDI(a, b) _mm256_add_epi32(a, b)
+#define QP_SUBI(a, b) _mm256_sub_epi32(a, b)
 #define QP_QUANTIZE_FAST(x, K, span, c, i) (-1)
 
 /* 32 int8 levels times their pair-order multipliers (qdot.h's sc) as 32 int16 at dst. */
