@@ -14,16 +14,22 @@
  * or super-block (K-quants) exact, then the float step of qdot.h term for
  * term. So the outputs are the row dots' bits, whatever the variant, the
  * chunk, the tile or the slice.
- * Why int16 x int16 and not u8 x s8: the K-quants' sub-block multipliers fold
- * into the weights (|level x multiplier| <= 4096), so the super-block sum
- * needs no per-block multiply and no sign fix, and every type runs one loop.
+ * Why int16 x int16 for Q8_0 and Q6_K: their levels are signed (u8 x s8
+ * needs a sign fix per weight, and a broadcast weight cannot carry it to the
+ * activation rows), and the sub-block multipliers fold into the weights
+ * (|level x multiplier| <= 4096), so the super-block sum needs no per-block
+ * multiply. Q4_0, Q4_K and Q5_K, whose levels are small and never negative,
+ * take the u8 x s8 quad path where the includer has one (QP_QUAD, below).
+ * Loop order: a chunk of activation rows, then QP_G weight tiles unpacked,
+ * then each activation tile against all of them, QP_KB blocks at a time.
  * The includer defines QD_TGT (target attribute), QP_PREFIX(name), the tile
  * geometry QP_W, QP_MV, QP_NR, QP_MC, the vector types QP_VI / QP_VF and
  * their operations (QP_ZI, QP_ZF, QP_LDI, QP_LDF, QP_STF, QP_SET1I,
  * QP_SET1F, QP_DOT, QP_CVT, QP_ADDF, QP_SUBF, QP_MULF), QP_STORE_LEVELS(dst,
  * q, sc) (32 levels times their pair multipliers as 32 int16 at dst) and
  * QP_QUANTIZE_FAST(x, K, span, c, i) (a row straight into the chunk, or -1
- * to take the scalar quantizer's levels).
+ * to take the scalar quantizer's levels); for the quad path also QP_QUAD,
+ * QP_DOT4, QP_WIDEN, QP_SET1W, QP_ADDI and QP_SUBI.
  */
 #include <math.h>
 #include <string.h>
@@ -292,11 +298,11 @@ QD_INL void tile_isum(const struct qp_chunk *c, const struct qp_wtile *wt, size_
 }
 
 /* Q8_0, Q4_0: acc += (ws_b * dx_b) * isum_b, block by block. */
-QD_INL void tile_blocks(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, int mv,
+QD_INL void tile_blocks(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, uint32_t b0, uint32_t b1, int mv,
                         uint32_t v0, QP_VF facc[QP_NR][QP_MV])
 {
     uint32_t nbp = kq_padded_blocks(K);
-    for (uint32_t b = 0; b < K / KQ_BLOCK; b++) {
+    for (uint32_t b = b0; b < b1; b++) {
         QP_VI acc[QP_NR][QP_MV];
         tile_isum(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, b * KQ_BLOCK / 2, KQ_BLOCK / 2, acc);
         QP_UNROLL for (int j = 0; j < mv; j++) {
@@ -332,11 +338,11 @@ QD_INL void super_term(const struct qp_chunk *c, const struct qp_wtile *wt, uint
 }
 
 /* K-quants: acc += ((d * dx) * isum) - ((dmin * dx) * msum), super-block by super-block. */
-QD_INL void tile_super(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, int mv,
+QD_INL void tile_super(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, uint32_t b0, uint32_t b1, int mv,
                        uint32_t v0, int mins, QP_VF facc[QP_NR][QP_MV])
 {
     uint32_t nbp = kq_padded_blocks(K);
-    for (uint32_t s = 0; s < K / 256; s++) {
+    for (uint32_t s = b0 / 8; s < b1 / 8; s++) {
         QP_VI acc[QP_NR][QP_MV];
         tile_isum(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, s * 128, 128, acc);
         super_term(c, wt, nbp, s, mv, v0, mins, acc, facc);
@@ -365,11 +371,11 @@ QD_INL void tile_quads(const struct qp_chunk *c, const struct qp_wtile *wt, size
 }
 
 /* Quad path, Q4_0: isum_b = nibbles . x - 8 sum(x), then the term of tile_blocks. */
-QD_INL void tile_blocks_quad(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K,
+QD_INL void tile_blocks_quad(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, uint32_t b0, uint32_t b1,
                              int mv, uint32_t v0, QP_VF facc[QP_NR][QP_MV])
 {
     uint32_t nbp = kq_padded_blocks(K);
-    for (uint32_t b = 0; b < K / KQ_BLOCK; b++) {
+    for (uint32_t b = b0; b < b1; b++) {
         QP_VI a16[QP_NR][QP_MV];
         tile_quads(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, b * KQ_BLOCK / 4, KQ_BLOCK / 4, a16);
         QP_VI eight = QP_SET1I(b & 1 ? 8 << 16 : 8); /* picks block b's half of the pair */
@@ -387,11 +393,11 @@ QD_INL void tile_blocks_quad(const struct qp_chunk *c, const struct qp_wtile *wt
 
 /* Quad path, Q4_K / Q5_K (five_bit): each block's (Q5_K: half-block's) int16 sums widened
  * by its multiplier into the super-block's int32 sums, then the term of tile_super. */
-QD_INL void tile_super_quad(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K,
+QD_INL void tile_super_quad(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, uint32_t b0, uint32_t b1,
                             int mv, uint32_t v0, int five_bit, QP_VF facc[QP_NR][QP_MV])
 {
     uint32_t nbp = kq_padded_blocks(K), runs = five_bit ? 2 : 1, nq = KQ_BLOCK / 4 / runs;
-    for (uint32_t s = 0; s < K / 256; s++) {
+    for (uint32_t s = b0 / 8; s < b1 / 8; s++) {
         QP_VI acc[QP_NR][QP_MV];
         QP_UNROLL for (int r = 0; r < QP_NR; r++)
             QP_UNROLL for (int j = 0; j < mv; j++)
@@ -412,34 +418,47 @@ QD_INL void tile_super_quad(const struct qp_chunk *c, const struct qp_wtile *wt,
 }
 #endif
 
-/* One tile: rows v0 .. v0 + QP_W mv - 1 of the chunk x weight rows col .. col + nr - 1 of the
- * ones unpacked, its first `rows` rows stored into out (ldo floats a row) from column col. */
+/* Blocks of K a tile's pass covers: its activation levels (QP_TW rows, 16 KB as int16
+ * pairs) stay in L1 while every unpacked weight tile runs against them; whole K at 2048
+ * was 64 KB, read from L2 once per weight tile (a K = 2048 Q8_0 prompt GEMM was a fifth
+ * slower than before the weight tiles shared a pass). A multiple of 8: K-quant
+ * super-blocks stay whole. */
+#define QP_KB 16
+
+/* One tile: rows v0 .. v0 + QP_W mv - 1 of the chunk x the weight tile's rows, blocks
+ * [b0, b1) added into facc. */
 QD_INL void tile(enum rs_ggml_type t, const struct qp_chunk *c, const struct qp_wtile *wt,
-                 uint32_t K, int mv, uint32_t v0, uint32_t rows, float *out, size_t ldo,
-                 uint32_t col, uint32_t nr)
+                 uint32_t K, uint32_t b0, uint32_t b1, int mv, uint32_t v0,
+                 QP_VF facc[QP_NR][QP_MV])
 {
-    QP_VF facc[QP_NR][QP_MV];
-    QP_UNROLL for (int r = 0; r < QP_NR; r++)
-        QP_UNROLL for (int j = 0; j < mv; j++)
-            facc[r][j] = QP_ZF();
 #ifdef QP_QUAD
     if (c->quad && t == RS_GGML_Q4_0)
-        tile_blocks_quad(c, wt, K, mv, v0, facc);
+        tile_blocks_quad(c, wt, K, b0, b1, mv, v0, facc);
     else if (c->quad)
-        tile_super_quad(c, wt, K, mv, v0, t == RS_GGML_Q5_K, facc);
+        tile_super_quad(c, wt, K, b0, b1, mv, v0, t == RS_GGML_Q5_K, facc);
     else
 #endif
         if (kq_span(t) == KQ_BLOCK)
-        tile_blocks(c, wt, K, mv, v0, facc);
+        tile_blocks(c, wt, K, b0, b1, mv, v0, facc);
     else
-        tile_super(c, wt, K, mv, v0, t != RS_GGML_Q6_K, facc);
-    for (uint32_t r = 0; r < nr; r++)
-        for (int j = 0; j < mv; j++) {
-            float v[QP_W];
-            QP_STF(v, facc[r][j]);
-            for (uint32_t l = 0; l < QP_W && QP_W * (uint32_t)j + l < rows; l++)
-                out[(QP_W * (size_t)j + l) * ldo + col + r] = v[l];
-        }
+        tile_super(c, wt, K, b0, b1, mv, v0, t != RS_GGML_Q6_K, facc);
+}
+
+/* Activation rows v0 .. v0 + rows - 1 (mv vectors) against the weight tiles of rows
+ * [n, n + nr), pass by pass over K, each output's terms still added in block order. */
+QD_INL void tile_rows(enum rs_ggml_type t, const struct qp_chunk *c, const struct qp_wtile *wt,
+                      uint32_t K, int mv, uint32_t v0, uint32_t nr,
+                      QP_VF facc[QP_G][QP_NR][QP_MV])
+{
+    for (uint32_t g = 0; g * QP_NR < nr; g++)
+        QP_UNROLL for (int r = 0; r < QP_NR; r++)
+            QP_UNROLL for (int j = 0; j < mv; j++)
+                facc[g][r][j] = QP_ZF();
+    for (uint32_t b0 = 0; b0 < K / KQ_BLOCK; b0 += QP_KB) {
+        uint32_t b1 = K / KQ_BLOCK - b0 < QP_KB ? K / KQ_BLOCK : b0 + QP_KB;
+        for (uint32_t g = 0; g * QP_NR < nr; g++)
+            tile(t, c, wt + g, K, b0, b1, mv, v0, facc[g]);
+    }
 }
 
 /*
@@ -454,24 +473,28 @@ QD_TGT static void chunk_tiles(enum rs_ggml_type t, const struct qp_chunk *c,
                                const struct qp_wtile *wt, uint32_t K, uint32_t mc, float *y,
                                size_t ldy, uint32_t n, uint32_t nr, int accumulate)
 {
+    QP_VF facc[QP_G][QP_NR][QP_MV];
     float out[QP_TW * QP_G * QP_NR];
     const size_t ldo = QP_G * QP_NR;
     for (uint32_t v0 = 0; v0 < mc; v0 += QP_TW) {
         uint32_t rows = mc - v0 < QP_TW ? mc - v0 : QP_TW;
         int mv = (int)((rows + QP_W - 1) / QP_W);
-        for (uint32_t g = 0; g * QP_NR < nr; g++) {
-            uint32_t ng = nr - g * QP_NR < QP_NR ? nr - g * QP_NR : QP_NR;
 #if QP_MV >= 3
-            if (mv == 3) {
-                tile(t, c, wt + g, K, 3, v0, rows, out, ldo, g * QP_NR, ng);
-                continue;
-            }
+        if (mv == 3)
+            tile_rows(t, c, wt, K, 3, v0, nr, facc);
+        else
 #endif
             if (mv == 2)
-                tile(t, c, wt + g, K, 2, v0, rows, out, ldo, g * QP_NR, ng);
-            else
-                tile(t, c, wt + g, K, 1, v0, rows, out, ldo, g * QP_NR, ng);
-        }
+            tile_rows(t, c, wt, K, 2, v0, nr, facc);
+        else
+            tile_rows(t, c, wt, K, 1, v0, nr, facc);
+        for (uint32_t o = 0; o < nr; o++)
+            for (int j = 0; j < mv; j++) {
+                float v[QP_W];
+                QP_STF(v, facc[o / QP_NR][o % QP_NR][j]);
+                for (uint32_t l = 0; l < QP_W && QP_W * (uint32_t)j + l < rows; l++)
+                    out[(QP_W * (size_t)j + l) * ldo + o] = v[l];
+            }
         for (uint32_t l = 0; l < rows; l++) {
             float *ym = y + (size_t)(v0 + l) * ldy + n;
             const float *o = out + l * ldo;
