@@ -479,6 +479,13 @@ QD_TGT static void chunk_tiles(enum rs_ggml_type t, const struct qp_chunk *c,
     for (uint32_t v0 = 0; v0 < mc; v0 += QP_TW) {
         uint32_t rows = mc - v0 < QP_TW ? mc - v0 : QP_TW;
         int mv = (int)((rows + QP_W - 1) / QP_W);
+        /* the outputs' lines, fetched while the tile computes: y is rarely cached, and each
+         * row is a miss of its own (flushing them took 15 % of a Q4_0 prompt's tile time) */
+        for (uint32_t l = 0; l < rows; l++) {
+            const char *ym = (const char *)(y + (size_t)(v0 + l) * ldy + n);
+            _mm_prefetch(ym, _MM_HINT_T0);
+            _mm_prefetch(ym + (nr - 1) * sizeof(float), _MM_HINT_T0);
+        }
 #if QP_MV >= 3
         if (mv == 3)
             tile_rows(t, c, wt, K, 3, v0, nr, facc);
