@@ -223,12 +223,10 @@ QD_TGT static void unpack_quads(enum rs_ggml_type t, const uint8_t *src, uint32_
         }
         struct qd_group o;
         qd_load_kq(src, g, &o, t == RS_GGML_Q5_K);
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < 8; j++) {
             _mm256_storeu_si256((__m256i *)(w + (size_t)(8 * g + j) * KQ_BLOCK), o.q[j]);
-        const uint8_t *blk = src + (size_t)g * (t == RS_GGML_Q5_K ? RS_QUANT_Q5_K_BYTES
-                                                                   : RS_QUANT_Q4_K_BYTES);
-        __m256i m32;
-        _mm_storeu_si128((__m128i *)(sc + 8 * g), _mm256_castsi256_si128(qd_kq_scales(blk, &m32)));
+            sc[8 * g + j] = (int16_t)_mm256_extract_epi16(o.sc[j], 0); /* every lane holds it */
+        }
         store_super(&o, g, ws, wm, mi);
     }
 }

@@ -579,15 +579,21 @@ static int test_qdot_panel_matches_portable(void)
             continue;
         }
         ran++;
-        for (size_t ti = 0; ti < N_QTYPES; ti++) {
-            uint32_t M = 113, N = 14, K = rs_ggml_block_size(qtypes[ti]) == 32 ? 288 : 512;
+        /* shapes: a partial last tile, weight tile and block group; then two chunks, more
+         * weight rows than one pass unpacks, and K in several passes with a partial last */
+        for (size_t si = 0; si < 2 * N_QTYPES; si++) {
+            size_t ti = si % N_QTYPES;
+            int k32 = rs_ggml_block_size(qtypes[ti]) == 32;
+            uint32_t M = si < N_QTYPES ? 113 : 150, N = si < N_QTYPES ? 14 : 53;
+            uint32_t K = si < N_QTYPES ? (k32 ? 288 : 512) : (k32 ? 800 : 1280);
             float *deq, *x = qdot_inputs(M, K);
             x[5 * (size_t)K + 7] = NAN;
             x[6 * (size_t)K + K - 1] = INFINITY;
             struct kern_mat w = make_mat(qtypes[ti], N, K, &deq);
             float *ref = qgemm(KERN_PORTABLE, &w, x, M), *got = qgemm((enum kern_isa)isa, &w, x, M);
-            RS_CHECK_MSG(same_floats(got, ref, (size_t)M * N), "%s %s: panel differs from portable",
-                         kern_isa_name((enum kern_isa)isa), rs_ggml_type_name(qtypes[ti]));
+            RS_CHECK_MSG(same_floats(got, ref, (size_t)M * N),
+                         "%s %s %ux%ux%u: panel differs from portable",
+                         kern_isa_name((enum kern_isa)isa), rs_ggml_type_name(qtypes[ti]), M, N, K);
             RS_CHECK(isnan(ref[5 * (size_t)N])); /* a NaN value makes its span's d NaN */
             RS_CHECK(isnan(ref[6 * (size_t)N])); /* the inf row: d = inf times level 0 */
             free(ref), free(got), free(deq), free(x), free((void *)w.data);
