@@ -442,11 +442,13 @@ QD_INL void tile(enum rs_ggml_type t, const struct qp_chunk *c, const struct qp_
         tile_super(c, wt, K, b0, b1, mv, v0, t != RS_GGML_Q6_K, facc);
 }
 
-/* Activation rows v0 .. v0 + rows - 1 (mv vectors) against the weight tiles of rows
- * [n, n + nr), pass by pass over K, each output's terms still added in block order. */
+/* Activation rows v0 .. v0 + QP_W mv - 1 against the nr weight rows unpacked in wt, pass by
+ * pass over K (each output's terms still added in block order), into out column by column
+ * (QP_TW floats a column). mv is a constant at each call: with it variable, gcc copied each
+ * column with a rep movsq (4 % of a Q4_0 prompt's tile time). */
 QD_INL void tile_rows(enum rs_ggml_type t, const struct qp_chunk *c, const struct qp_wtile *wt,
-                      uint32_t K, int mv, uint32_t v0, uint32_t nr,
-                      QP_VF facc[QP_G][QP_NR][QP_MV])
+                      uint32_t K, int mv, uint32_t v0, uint32_t nr, QP_VF facc[QP_G][QP_NR][QP_MV],
+                      float *out)
 {
     for (uint32_t g = 0; g * QP_NR < nr; g++)
         QP_UNROLL for (int r = 0; r < QP_NR; r++)
@@ -457,23 +459,71 @@ QD_INL void tile_rows(enum rs_ggml_type t, const struct qp_chunk *c, const struc
         for (uint32_t g = 0; g * QP_NR < nr; g++)
             tile(t, c, wt + g, K, b0, b1, mv, v0, facc[g]);
     }
+    for (uint32_t o = 0; o < nr; o++)
+        QP_UNROLL for (int j = 0; j < mv; j++)
+            QP_STF(out + (size_t)o * QP_TW + QP_W * j, facc[o / QP_NR][o % QP_NR][j]);
+}
+
+/* y[l][c] = out[c][l] for 8 rows x 8 columns (out: QP_TW floats a column), or y += that. */
+QD_INL void flush8x8(const float *out, float *y, size_t ldy, int accumulate)
+{
+    __m256 r[8], u[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_loadu_ps(out + (size_t)i * QP_TW);
+    for (int i = 0; i < 8; i += 2) {
+        u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(u[i], u[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        __m256 lo = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20); /* row i */
+        __m256 hi = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31); /* row i + 4 */
+        float *y0 = y + (size_t)i * ldy, *y1 = y + (size_t)(i + 4) * ldy;
+        if (accumulate) {
+            lo = _mm256_add_ps(_mm256_loadu_ps(y0), lo);
+            hi = _mm256_add_ps(_mm256_loadu_ps(y1), hi);
+        }
+        _mm256_storeu_ps(y0, lo);
+        _mm256_storeu_ps(y1, hi);
+    }
+}
+
+/* An activation tile's outputs (out: column o's QP_TW rows at o QP_TW) into its `rows` rows of
+ * y from column 0, nr columns: 8 x 8 blocks transposed in registers, the edges one by one. */
+QD_INL void flush_tile(const float *out, uint32_t rows, uint32_t nr, float *y, size_t ldy,
+                       int accumulate)
+{
+    uint32_t r8 = rows / 8 * 8, c8 = nr / 8 * 8;
+    for (uint32_t l = 0; l < r8; l += 8)
+        for (uint32_t o = 0; o < c8; o += 8)
+            flush8x8(out + (size_t)o * QP_TW + l, y + (size_t)l * ldy + o, ldy, accumulate);
+    for (uint32_t l = 0; l < rows; l++)
+        for (uint32_t o = l < r8 ? c8 : 0; o < nr; o++) {
+            float *ym = y + (size_t)l * ldy + o;
+            *ym = accumulate ? *ym + out[(size_t)o * QP_TW + l] : out[(size_t)o * QP_TW + l];
+        }
 }
 
 /*
  * Every tile of one chunk against the weight tiles unpacked in wt, of weight
  * rows [n, n + nr) (nr <= QP_G QP_NR). An activation tile's outputs gather in
- * `out` and go to y a row at a time: stored straight from each tile, every
- * row of y (8 KB apart at N = 2048, so all in one L1 set) took QP_NR floats
- * from each weight tile, and those stores were a quarter of the AVX2 Q4_K
- * prompt's tile time (perf).
+ * `out` and go to y when the tile is done: stored straight from each tile,
+ * every row of y (8 KB apart at N = 2048, so all in one L1 set) took QP_NR
+ * floats from each weight tile, and those stores were a quarter of the AVX2
+ * Q4_K prompt's tile time (perf); flushed one float at a time, 13 % of the
+ * Q4_0 prompt's.
  */
 QD_TGT static void chunk_tiles(enum rs_ggml_type t, const struct qp_chunk *c,
                                const struct qp_wtile *wt, uint32_t K, uint32_t mc, float *y,
                                size_t ldy, uint32_t n, uint32_t nr, int accumulate)
 {
     QP_VF facc[QP_G][QP_NR][QP_MV];
-    float out[QP_TW * QP_G * QP_NR];
-    const size_t ldo = QP_G * QP_NR;
+    float out[QP_TW * QP_G * QP_NR]; /* column-major: the tile's vectors stored whole */
     for (uint32_t v0 = 0; v0 < mc; v0 += QP_TW) {
         uint32_t rows = mc - v0 < QP_TW ? mc - v0 : QP_TW;
         int mv = (int)((rows + QP_W - 1) / QP_W);
@@ -486,26 +536,14 @@ QD_TGT static void chunk_tiles(enum rs_ggml_type t, const struct qp_chunk *c,
         }
 #if QP_MV >= 3
         if (mv == 3)
-            tile_rows(t, c, wt, K, 3, v0, nr, facc);
+            tile_rows(t, c, wt, K, 3, v0, nr, facc, out);
         else
 #endif
             if (mv == 2)
-            tile_rows(t, c, wt, K, 2, v0, nr, facc);
+            tile_rows(t, c, wt, K, 2, v0, nr, facc, out);
         else
-            tile_rows(t, c, wt, K, 1, v0, nr, facc);
-        for (uint32_t o = 0; o < nr; o++)
-            for (int j = 0; j < mv; j++) {
-                float v[QP_W];
-                QP_STF(v, facc[o / QP_NR][o % QP_NR][j]);
-                for (uint32_t l = 0; l < QP_W && QP_W * (uint32_t)j + l < rows; l++)
-                    out[(QP_W * (size_t)j + l) * ldo + o] = v[l];
-            }
-        for (uint32_t l = 0; l < rows; l++) {
-            float *ym = y + (size_t)(v0 + l) * ldy + n;
-            const float *o = out + l * ldo;
-            for (uint32_t r = 0; r < nr; r++)
-                ym[r] = accumulate ? ym[r] + o[r] : o[r];
-        }
+            tile_rows(t, c, wt, K, 1, v0, nr, facc, out);
+        flush_tile(out, rows, nr, y + (size_t)v0 * ldy + n, ldy, accumulate);
     }
 }
 
