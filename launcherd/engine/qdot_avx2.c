@@ -14,8 +14,9 @@
 #define QD_BLOCK_SUM(wabs, xs, sc) _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, xs), sc)
 /* two 16-level products added in int16: at most 2 x (2 x 15 x 127), nibbles only */
 #define QD_HALVES_SUM(lo, xlo, hi, xhi)                                                         \
-    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), \
-                      _mm256_set1_epi16(1))
+    _mm256_madd_epi16(                                                                          \
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)),         \
+        _mm256_set1_epi16(1))
 #include "launcherd/engine/qdot_simd.h"
 
 /* The largest of 8 floats (none a NaN: max is then exact in any order). */

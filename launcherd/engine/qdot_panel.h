@@ -296,8 +296,8 @@ QD_INL void tile_isum(const struct qp_chunk *c, const struct qp_wtile *wt, size_
 }
 
 /* Q8_0, Q4_0: acc += (ws_b * dx_b) * isum_b, block by block. */
-QD_INL void tile_blocks(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, uint32_t b0, uint32_t b1, int mv,
-                        uint32_t v0, QP_VF facc[QP_NR][QP_MV])
+QD_INL void tile_blocks(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K,
+                        uint32_t b0, uint32_t b1, int mv, uint32_t v0, QP_VF facc[QP_NR][QP_MV])
 {
     uint32_t nbp = kq_padded_blocks(K);
     for (uint32_t b = b0; b < b1; b++) {
@@ -336,8 +336,8 @@ QD_INL void super_term(const struct qp_chunk *c, const struct qp_wtile *wt, uint
 }
 
 /* K-quants: acc += ((d * dx) * isum) - ((dmin * dx) * msum), super-block by super-block. */
-QD_INL void tile_super(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, uint32_t b0, uint32_t b1, int mv,
-                       uint32_t v0, int mins, QP_VF facc[QP_NR][QP_MV])
+QD_INL void tile_super(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, uint32_t b0,
+                       uint32_t b1, int mv, uint32_t v0, int mins, QP_VF facc[QP_NR][QP_MV])
 {
     uint32_t nbp = kq_padded_blocks(K);
     for (uint32_t s = b0 / 8; s < b1 / 8; s++) {
@@ -369,8 +369,9 @@ QD_INL void tile_quads(const struct qp_chunk *c, const struct qp_wtile *wt, size
 }
 
 /* Quad path, Q4_0: isum_b = nibbles . x - 8 sum(x), then the term of tile_blocks. */
-QD_INL void tile_blocks_quad(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, uint32_t b0, uint32_t b1,
-                             int mv, uint32_t v0, QP_VF facc[QP_NR][QP_MV])
+QD_INL void tile_blocks_quad(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K,
+                             uint32_t b0, uint32_t b1, int mv, uint32_t v0,
+                             QP_VF facc[QP_NR][QP_MV])
 {
     uint32_t nbp = kq_padded_blocks(K);
     for (uint32_t b = b0; b < b1; b++) {
@@ -391,8 +392,9 @@ QD_INL void tile_blocks_quad(const struct qp_chunk *c, const struct qp_wtile *wt
 
 /* Quad path, Q4_K / Q5_K (five_bit): each block's (Q5_K: half-block's) int16 sums widened
  * by its multiplier into the super-block's int32 sums, then the term of tile_super. */
-QD_INL void tile_super_quad(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K, uint32_t b0, uint32_t b1,
-                            int mv, uint32_t v0, int five_bit, QP_VF facc[QP_NR][QP_MV])
+QD_INL void tile_super_quad(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K,
+                            uint32_t b0, uint32_t b1, int mv, uint32_t v0, int five_bit,
+                            QP_VF facc[QP_NR][QP_MV])
 {
     uint32_t nbp = kq_padded_blocks(K), runs = five_bit ? 2 : 1, nq = KQ_BLOCK / 4 / runs;
     for (uint32_t s = b0 / 8; s < b1 / 8; s++) {

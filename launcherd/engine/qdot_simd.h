@@ -14,11 +14,11 @@
  * the stack (so one row, and every K-quant row, unpacks block by block, later
  * rows reading the bytes from L1); the accumulator made a round trip through
  * memory per group (one row keeps it in a register); the fp16 scales, stored
- * in halves and read back whole, failed store forwarding (gathered instead);
- * the first loads of each block waited on DRAM (the stream is prefetched
- * QD_PF_AHEAD bytes ahead). The unsigned operand needs no sign work where the
- * levels are never negative (Q4_K, Q5_K; Q4_0 as nibbles, its 8 x sum(x)
- * taken off in int32).
+ * in halves and read back whole, failed store forwarding (now inserted from
+ * scalar loads: a gather was slower still); the first loads of each block
+ * waited on DRAM (the stream is prefetched QD_PF_AHEAD bytes ahead). The
+ * unsigned operand needs no sign work where the levels are never negative
+ * (Q4_K, Q5_K; Q4_0 as nibbles, its 8 x sum(x) taken off in int32).
  */
 #include "launcherd/engine/qdot_load.h"
 
@@ -172,8 +172,8 @@ QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int
  * split and each multiply serves two rows against the activations' low or
  * high 16 levels, broadcast to both halves: QD_HALVES_SUM leaves a row's four
  * partial sums in its half. Three horizontal adds then give the 8 rows'
- * block sums in the lane order QD_ROWS8_LANES (rows 0 2 4 6 | 1 3 5 7, as
- * hadd interleaves its halves); the scales are gathered in that order and the
+ * block sums in the lane order rows 0 2 4 6 | 1 3 5 7 (hadd interleaves its
+ * operands within each half); the scales are loaded in that order and the
  * result unpermuted once at the end. Lane r adds its term (ws * dx) * isum in
  * block order: the one-row dot's terms in its order, so its bits, with one
  * vector add per block where the one-row dot spends 8 scalar adds and the
