@@ -270,13 +270,21 @@ QD_TGT static void unpack_row(enum rs_ggml_type t, const uint8_t *src, uint32_t 
 
 /* --- register tiles --------------------------------------------------------------- */
 
+#ifdef QP_QUAD
+#define QP_STEP(quad, acc, x, w) ((quad) ? QP_DOT4(acc, w, x) : QP_DOT(acc, x, w))
+#else
+#define QP_STEP(quad, acc, x, w) QP_DOT(acc, x, w)
+#endif
+
 /*
- * The integer sums of pairs [p0, p0 + np) for QP_NR weight rows x mv vectors
- * of QP_W activation rows starting at row lane v0 (a multiple of QP_W) into acc.
+ * The integer sums of steps [p0, p0 + np) for QP_NR weight rows x mv vectors
+ * of QP_W activation rows starting at row lane v0 (a multiple of QP_W) into
+ * acc: pairs into int32, or (quad, a constant) quads into int16.
  */
 QD_INL void tile_isum(const struct qp_chunk *c, const struct qp_wtile *wt, size_t wstride, int mv,
-                      uint32_t v0, uint32_t p0, uint32_t np, QP_VI acc[QP_NR][QP_MV])
+                      uint32_t v0, uint32_t p0, uint32_t np, int quad, QP_VI acc[QP_NR][QP_MV])
 {
+    (void)quad; /* read only by the includers with a quad path */
     QP_UNROLL for (int r = 0; r < QP_NR; r++)
         QP_UNROLL for (int j = 0; j < mv; j++)
             acc[r][j] = QP_ZI();
@@ -290,7 +298,7 @@ QD_INL void tile_isum(const struct qp_chunk *c, const struct qp_wtile *wt, size_
         QP_UNROLL for (int r = 0; r < QP_NR; r++) {
             QP_VI wb = QP_SET1I(wt->w[(size_t)r * wstride + p]);
             QP_UNROLL for (int j = 0; j < mv; j++)
-                acc[r][j] = QP_DOT(acc[r][j], xv[j], wb);
+                acc[r][j] = QP_STEP(quad, acc[r][j], xv[j], wb);
         }
     }
 }
@@ -302,7 +310,8 @@ QD_INL void tile_blocks(const struct qp_chunk *c, const struct qp_wtile *wt, uin
     uint32_t nbp = kq_padded_blocks(K);
     for (uint32_t b = b0; b < b1; b++) {
         QP_VI acc[QP_NR][QP_MV];
-        tile_isum(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, b * KQ_BLOCK / 2, KQ_BLOCK / 2, acc);
+        tile_isum(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, b * KQ_BLOCK / 2, KQ_BLOCK / 2, 0,
+                  acc);
         QP_UNROLL for (int j = 0; j < mv; j++) {
             QP_VF dx = QP_LDF(c->dx + (size_t)b * QP_MC + v0 + QP_W * j);
             QP_UNROLL for (int r = 0; r < QP_NR; r++) {
@@ -342,32 +351,12 @@ QD_INL void tile_super(const struct qp_chunk *c, const struct qp_wtile *wt, uint
     uint32_t nbp = kq_padded_blocks(K);
     for (uint32_t s = b0 / 8; s < b1 / 8; s++) {
         QP_VI acc[QP_NR][QP_MV];
-        tile_isum(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, s * 128, 128, acc);
+        tile_isum(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, s * 128, 128, 0, acc);
         super_term(c, wt, nbp, s, mv, v0, mins, acc, facc);
     }
 }
 
 #ifdef QP_QUAD
-/* Quad path: the int16 sums of quads [q0, q0 + nq) for the tile (as tile_isum). */
-QD_INL void tile_quads(const struct qp_chunk *c, const struct qp_wtile *wt, size_t wstride, int mv,
-                       uint32_t v0, uint32_t q0, uint32_t nq, QP_VI a16[QP_NR][QP_MV])
-{
-    QP_UNROLL for (int r = 0; r < QP_NR; r++)
-        QP_UNROLL for (int j = 0; j < mv; j++)
-            a16[r][j] = QP_ZI();
-    QP_UNROLL2 for (uint32_t q = q0; q < q0 + nq; q++) {
-        const int32_t *xp = c->xq + qp_xq_at(c, q, v0);
-        QP_VI xv[QP_MV];
-        QP_UNROLL for (int j = 0; j < mv; j++)
-            xv[j] = QP_LDI(xp + QP_W * j);
-        QP_UNROLL for (int r = 0; r < QP_NR; r++) {
-            QP_VI wb = QP_SET1I(wt->w[(size_t)r * wstride + q]);
-            QP_UNROLL for (int j = 0; j < mv; j++)
-                a16[r][j] = QP_DOT4(a16[r][j], wb, xv[j]);
-        }
-    }
-}
-
 /* Quad path, Q4_0: isum_b = nibbles . x - 8 sum(x), then the term of tile_blocks. */
 QD_INL void tile_blocks_quad(const struct qp_chunk *c, const struct qp_wtile *wt, uint32_t K,
                              uint32_t b0, uint32_t b1, int mv, uint32_t v0,
@@ -376,7 +365,8 @@ QD_INL void tile_blocks_quad(const struct qp_chunk *c, const struct qp_wtile *wt
     uint32_t nbp = kq_padded_blocks(K);
     for (uint32_t b = b0; b < b1; b++) {
         QP_VI a16[QP_NR][QP_MV];
-        tile_quads(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, b * KQ_BLOCK / 4, KQ_BLOCK / 4, a16);
+        tile_isum(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, b * KQ_BLOCK / 4, KQ_BLOCK / 4, 1,
+                  a16);
         QP_VI eight = QP_SET1I(b & 1 ? 8 << 16 : 8); /* picks block b's half of the pair */
         QP_UNROLL for (int j = 0; j < mv; j++) {
             QP_VF dx = QP_LDF(c->dx + (size_t)b * QP_MC + v0 + QP_W * j);
@@ -405,8 +395,8 @@ QD_INL void tile_super_quad(const struct qp_chunk *c, const struct qp_wtile *wt,
         for (uint32_t b = 8 * s; b < 8 * s + 8; b++)
             for (uint32_t h = 0; h < runs; h++) {
                 QP_VI a16[QP_NR][QP_MV];
-                tile_quads(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, b * KQ_BLOCK / 4 + h * nq,
-                           nq, a16);
+                tile_isum(c, wt, (size_t)nbp * KQ_BLOCK / 2, mv, v0, b * KQ_BLOCK / 4 + h * nq,
+                          nq, 1, a16);
                 QP_UNROLL for (int r = 0; r < QP_NR; r++) {
                     QP_VI m = QP_SET1W(wt->sc[(size_t)r * nbp + b]);
                     QP_UNROLL for (int j = 0; j < mv; j++)
