@@ -386,6 +386,18 @@ static int test_metrics_export_vllm_names(void)
                      "\"temperature\":0,\"ignore_eos\":true}",
                      NULL, &st);
     GCHECK(st == 200, "completion %d", st);
+    /* postprocd records a request's latencies just after its final leaves, so the 200 can
+     * come first: wait for them before the kill (a kill in between loses them, by design) */
+    const char *ttft = "ringserve:time_to_first_token_seconds_count{model_name=\"stories260K\"";
+    for (uint64_t end = rs_clock_ms() + 10000; rs_clock_ms() < end; usleep(20000)) {
+        gwt_resp_free(&m);
+        memset(&m, 0, sizeof(m));
+        if (gwt_http(e.gw.port, "GET", "/metrics", NULL, NULL, &m) == 0 && m.status == 200 &&
+            series(m.body, ttft) >= 1)
+            break;
+    }
+    gwt_resp_free(&m);
+    memset(&m, 0, sizeof(m));
     rs_harness_signal(&e.h, RS_PIPE_STAGE_POSTPROCD, SIGKILL);
     GCHECK(rs_harness_start_stage(&e.h, RS_PIPE_STAGE_POSTPROCD, NULL, 1) == RS_OK, "%s",
            "restart");
