@@ -123,12 +123,13 @@ size_t QP_PREFIX(scratch_bytes)(uint32_t K)
            up64(kq_act_bytes(K)) + QP_G * wtile_bytes(nbp) + 64;
 }
 
-static void layout(void *scratch, uint32_t K, struct qp_chunk *c, struct qp_wtile t[QP_G],
-                   struct kq_act *a)
+static void layout(void *scratch, enum rs_ggml_type type, uint32_t K, struct qp_chunk *c,
+                   struct qp_wtile t[QP_G], struct kq_act *a)
 {
     size_t nbp = kq_padded_blocks(K), kp = nbp * KQ_BLOCK;
     uint8_t *p = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    c->xq = (int32_t *)p, p += up64(kp * QP_MC * 2), c->nsteps = kp / 2, c->quad = 0;
+    c->quad = quad_type(type), c->nsteps = kp / (c->quad ? 4 : 2);
+    c->xq = (int32_t *)p, p += up64(kp * QP_MC * 2);
     c->dx = (float *)p, p += up64(nbp * QP_MC * 4);
     c->xs = (int32_t *)p, p += up64(nbp * QP_MC * 2);
     kq_act_at(p, K, a), p += up64(kq_act_bytes(K));
@@ -176,7 +177,7 @@ static void chunk_fill(const struct qp_chunk *c, struct kq_act *a, const float *
         const float *row = i < mc ? x + (size_t)(m0 + i) * ldx : NULL;
         if (row != NULL && QP_QUANTIZE_FAST(row, K, span, c, i) == 0) {
             /* the padding blocks: zero levels, scales and sums, as kq_quantize_row */
-            for (uint32_t p = nb * KQ_BLOCK / (c->quad ? 4 : 2); p < c->nsteps; p++)
+            for (uint32_t p = (uint32_t)(c->nsteps / nbp * nb); p < c->nsteps; p++)
                 c->xq[qp_xq_at(c, p, i)] = 0;
             for (uint32_t b = nb; b < nbp; b++) {
                 c->dx[(size_t)b * QP_MC + i] = 0.0f;
@@ -548,9 +549,7 @@ int QP_PREFIX(gemm)(const struct kern_mat *w, const float *x, size_t ldx, uint32
     struct qp_chunk c;
     struct qp_wtile wt[QP_G];
     struct kq_act a;
-    layout(scratch, K, &c, wt, &a);
-    if (quad_type(w->type))
-        c.quad = 1, c.nsteps /= 2;
+    layout(scratch, w->type, K, &c, wt, &a);
     for (uint32_t m0 = 0; m0 < n_rows; m0 += QP_MC) {
         uint32_t mc = n_rows - m0 < QP_MC ? n_rows - m0 : QP_MC;
         chunk_fill(&c, &a, x, ldx, m0, mc, K, kq_span(w->type));
