@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The CPU backend: fills rs_backend_cpu. Weights stay a view of the mapped
- * GGUF; the KV cache is one F32 allocation of paged blocks; a step runs as
+ * GGUF (Q4_0's rows interleaved in place in the model's own copy, for the
+ * batch-1 dot: interleave_mat); the KV cache is one F32 allocation of paged blocks; a step runs as
  * one SPMD function on the persistent pool (cpu_forward.c), after this file
  * sizes the scratch and splits the attention work.
  * Leaves out: F16/quantized KV storage (F32 keeps attention exact and simple;
@@ -9,9 +10,12 @@
  */
 #include "launcherd/engine/cpu_forward.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/log.h"
 
@@ -21,8 +25,32 @@ static struct kern_mat mat_of(const struct llama_mat *m, int dot, enum kern_isa 
     int q = dot == RS_MODEL_DOT_INT8 ||
             (dot == RS_MODEL_DOT_AUTO && kern_qdot_preferred(isa, m->type));
     struct kern_mat k = {m->data, m->type, m->rows, m->cols, m->row_bytes,
-                         q && kern_qdot_supported(m->type)};
+                         q && kern_qdot_supported(m->type), 0};
     return k;
+}
+
+/*
+ * Lays w's rows out interleaved where the integer dot reads them faster
+ * (kern_qdot_interleave; launcherd/README.md), in place: only in the model's
+ * own copy (own_weights), its pages writable for the move and read-only again
+ * after. Any failure leaves the plain rows, which every path reads too.
+ */
+static void interleave_mat(struct kern_mat *w, enum kern_isa isa, const struct llama_desc *d)
+{
+    uint32_t g = kern_qdot_interleave(isa, w);
+    if (g == 0 || !d->own_weights || w->data == d->tok_embd.data) /* the lookup reads rows */
+        return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)w->data & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)w->data + (size_t)w->rows * w->row_bytes + page - 1) & ~(page - 1);
+    if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) != 0) {
+        rs_log_warn("cpu: %s rows stay plain: mprotect: %s", rs_ggml_type_name(w->type),
+                    strerror(errno));
+        return;
+    }
+    if (kern_interleave_rows(w, (void *)(uintptr_t)w->data, g) == RS_OK)
+        w->interleave = g;
+    (void)mprotect((void *)lo, hi - lo, PROT_READ);
 }
 
 /*
@@ -47,31 +75,34 @@ static rs_err check_tp(const struct llama_desc *d, int tp)
     return ok ? RS_OK : RS_EUNSUPPORTED;
 }
 
-static void count_dot(const struct kern_mat *m, unsigned *quant, unsigned *integer)
+static void count_dot(const struct kern_mat *m, unsigned *quant, unsigned *integer,
+                      unsigned *interleaved)
 {
     *quant += kern_qdot_supported(m->type) ? 1u : 0u;
     *integer += m->qdot ? 1u : 0u;
+    *interleaved += m->interleave != 0 ? 1u : 0u;
 }
 
 /* The quantized weights' arithmetic, as the default resolved it for this model on this CPU:
- * integer, widened, or (types of both kinds) how many of its quantized matrices are integer. */
-static void describe_dot(const struct cpu_state *s, int dot, char *out, size_t cap)
+ * integer, widened, or (types of both kinds) how many of its quantized matrices are integer;
+ * and how many have interleaved rows (interleave_mat). */
+static void describe_dot(const struct cpu_state *s, int dot, char *out, size_t cap,
+                         unsigned *interleaved)
 {
-    if (dot != RS_MODEL_DOT_AUTO) {
-        snprintf(out, cap, dot == RS_MODEL_DOT_INT8 ? " int8-dot" : " exact-dot");
-        return;
-    }
-    unsigned quant = 0, integer = 0;
-    count_dot(&s->tok_embd, &quant, &integer);
-    count_dot(&s->output, &quant, &integer);
+    unsigned quant = 0, integer = 0, il = 0;
+    count_dot(&s->tok_embd, &quant, &integer, &il);
+    count_dot(&s->output, &quant, &integer, &il);
     for (uint32_t i = 0; i < s->hp.n_layers; i++) {
         const struct cpu_layer *c = &s->layers[i];
         const struct kern_mat *m[] = {&c->wq,     &c->wk,   &c->wv,    &c->wo,
                                       &c->w_gate, &c->w_up, &c->w_down};
         for (size_t j = 0; j < sizeof(m) / sizeof(m[0]); j++)
-            count_dot(m[j], &quant, &integer);
+            count_dot(m[j], &quant, &integer, &il);
     }
-    if (integer == 0 || integer == quant)
+    *interleaved = il;
+    if (dot != RS_MODEL_DOT_AUTO)
+        snprintf(out, cap, dot == RS_MODEL_DOT_INT8 ? " int8-dot" : " exact-dot");
+    else if (integer == 0 || integer == quant)
         snprintf(out, cap, integer ? " int8-dot (auto)" : " exact-dot (auto)");
     else
         snprintf(out, cap, " int8-dot (auto, %u of %u quantized)", integer, quant);
@@ -112,9 +143,14 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         c->w_gate = mat_of(&l->w_gate, dot, s->isa);
         c->w_up = mat_of(&l->w_up, dot, s->isa);
         c->w_down = mat_of(&l->w_down, dot, s->isa);
+        struct kern_mat *all[] = {&c->wq, &c->wk, &c->wv, &c->wo, &c->w_gate, &c->w_up,
+                                  &c->w_down};
+        for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++)
+            interleave_mat(all[j], s->isa, d);
     }
     s->tok_embd = mat_of(&d->tok_embd, dot, s->isa);
     s->output = mat_of(&d->output, dot, s->isa);
+    interleave_mat(&s->output, s->isa, d);
     rs_err rc = pool_create(opts->n_threads, opts->barrier_spin_us, opts->idle_spin_us, &s->pool);
     if (rc != RS_OK) {
         free(s->layers);
@@ -123,12 +159,16 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
     }
     s->nt = opts->n_threads;
     char how[64];
-    describe_dot(s, dot, how, sizeof(how));
+    unsigned il;
+    describe_dot(s, dot, how, sizeof(how), &il);
     snprintf(s->describe, sizeof(s->describe), "cpu %s%s %d thread%s", kern_isa_name(s->isa), how,
              s->nt, s->nt == 1 ? "" : "s");
     if (s->tp > 1)
         snprintf(s->describe + strlen(s->describe), sizeof(s->describe) - strlen(s->describe),
                  ", tp %d", s->tp);
+    if (il > 0)
+        snprintf(s->describe + strlen(s->describe), sizeof(s->describe) - strlen(s->describe),
+                 ", %u matrices interleaved", il);
     *out = s;
     return RS_OK;
 }

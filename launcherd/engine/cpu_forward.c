@@ -114,13 +114,17 @@ static void split_rows(uint32_t n, int tid, int nt, uint32_t *a, uint32_t *b)
     *b = (uint32_t)((uint64_t)n * (tid + 1) / nt);
 }
 
-/* Columns [a, b) of n in whole 4-column units (GEMM tiles). */
+/* Output columns per work unit: whole GEMM tiles (4) and whole interleaved row groups (8, so no
+ * thread gathers a cut group's rows one by one: kern_mat_row). */
+#define COL_UNIT 8
+
+/* Columns [a, b) of n in whole COL_UNIT units. */
 static void split_cols(uint32_t n, int tid, int nt, uint32_t *a, uint32_t *b)
 {
-    uint32_t units = (n + 3) / 4, ua, ub;
+    uint32_t units = (n + COL_UNIT - 1) / COL_UNIT, ua, ub;
     split_rows(units, tid, nt, &ua, &ub);
-    *a = ua * 4 < n ? ua * 4 : n;
-    *b = ub * 4 < n ? ub * 4 : n;
+    *a = ua * COL_UNIT < n ? ua * COL_UNIT : n;
+    *b = ub * COL_UNIT < n ? ub * COL_UNIT : n;
 }
 
 static float *thread_gemm_scratch(struct cpu_state *s, int tid)
@@ -274,20 +278,19 @@ static void ffn_up_phase(struct cpu_state *s, const struct cpu_layer *l, int tid
  * of W (its heads of Wo, its FFN columns of Wdown) and computes its partial
  * dot products for every output; the all-reduce then adds the partials to y
  * in shard order, (p0 + p1) + p2 ..., so the result depends on tp, never on
- * the thread count or the batch. Work items are (shard, 4-column unit) pairs.
+ * the thread count or the batch. Work items are (shard, COL_UNIT-column unit) pairs.
  */
 static void sharded_gemm(struct cpu_state *s, const struct kern_mat *w, const float *in,
                          float *y, int accumulate, int tid, int nt)
 {
-    uint32_t dim = s->hp.dim, units = (dim + 3) / 4, k = w->cols / (uint32_t)s->tp, a, b;
+    uint32_t dim = s->hp.dim, units = (dim + COL_UNIT - 1) / COL_UNIT;
+    uint32_t k = w->cols / (uint32_t)s->tp, a, b;
     split_rows(units * (uint32_t)s->tp, tid, nt, &a, &b);
     size_t plane = (size_t)s->n_rows * dim;
     while (a < b) {
         uint32_t r = a / units, end = (r + 1) * units < b ? (r + 1) * units : b;
-        struct kern_mat view = *w;
-        view.data = (const uint8_t *)w->data + rs_ggml_row_bytes(w->type, (uint64_t)r * k);
-        view.cols = k;
-        uint32_t c0 = (a - r * units) * 4, c1 = (end - r * units) * 4;
+        struct kern_mat view = kern_mat_cols(w, r * k, k);
+        uint32_t c0 = (a - r * units) * COL_UNIT, c1 = (end - r * units) * COL_UNIT;
         kern_gemm(s->isa, &view, in + (size_t)r * k, w->cols, s->n_rows,
                   s->partial + (size_t)r * plane, dim, c0, c1 < dim ? c1 : dim, 0,
                   thread_gemm_scratch(s, tid));

@@ -64,7 +64,51 @@ struct kern_mat {
     size_t row_bytes; /* rs_ggml_row_bytes(type, cols) */
     int qdot;         /* 1: integer dot products over quantized activations (qdot.h; only for
                          types kern_qdot_supported accepts); 0: widened to F32 (--exact-dot) */
+    uint32_t interleave; /* 0: row after row; 8 (kern_qdot_interleave): rows in groups of 8,
+                            block by block (kern_mat_row); only the integer dot reads those */
 };
+
+/*
+ * Row n's first block, and in *step the bytes from one of its blocks to the
+ * next. Interleaved, group n / 8 holds its 8 rows' block 0s, then their block
+ * 1s, ...: a batch-1 dot over 8 rows reads one stream instead of 8, which the
+ * hardware prefetcher follows at the memory's speed (launcherd/README.md).
+ */
+static inline const uint8_t *kern_mat_row(const struct kern_mat *w, uint32_t n, size_t *step)
+{
+    const uint8_t *base = (const uint8_t *)w->data;
+    if (w->interleave == 0) {
+        *step = rs_ggml_type_size(w->type);
+        return base + (size_t)n * w->row_bytes;
+    }
+    size_t bb = rs_ggml_type_size(w->type), g = w->interleave;
+    *step = g * bb;
+    return base + (size_t)(n / g) * g * w->row_bytes + (size_t)(n % g) * bb;
+}
+
+/* Columns [c0, c0 + n) of every row of w (c0 at a block start), as a matrix of its own. */
+static inline struct kern_mat kern_mat_cols(const struct kern_mat *w, uint32_t c0, uint32_t n)
+{
+    struct kern_mat v = *w;
+    size_t off = (size_t)rs_ggml_row_bytes(w->type, c0); /* interleaved: a group's c0 blocks */
+    v.data = (const uint8_t *)w->data + (w->interleave != 0 ? off * w->interleave : off);
+    v.cols = n;
+    return v;
+}
+
+/*
+ * The rows of a group kern_gemm with w->qdot reads interleaved on variant
+ * isa (8: a type whose 8-row decode dot is built, and whole groups of rows),
+ * or 0. The caller then lays the bytes out with kern_interleave_rows.
+ */
+uint32_t kern_qdot_interleave(enum kern_isa isa, const struct kern_mat *w);
+
+/*
+ * Reorders w's bytes at data (writable; w->interleave still 0) into groups of
+ * `group` rows, block by block. In place, through a buffer of one group.
+ * RS_ENOMEM leaves the rows as they were.
+ */
+rs_err kern_interleave_rows(const struct kern_mat *w, void *data, uint32_t group);
 
 /* 1 when weights of type t have an integer dot product (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K). */
 int kern_qdot_supported(enum rs_ggml_type t);

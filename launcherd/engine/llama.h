@@ -55,6 +55,10 @@ struct llama_desc {
     float *vectors;             /* owned F32 storage of the norms, biases and rope_freqs */
     size_t n_vectors;           /* floats in vectors */
     const rs_gguf *gguf;        /* the open file (borrowed), for backends that read it themselves */
+    /* 1: the matrices are the model's own private, read-only copy (rs_gguf_open_private), and
+     * the one backend loaded on this desc may lay them out anew in place (the CPU backend's
+     * interleaved rows); 0 (llama_desc_load's default): memory the caller owns, left as is */
+    int own_weights;
 };
 
 /*

@@ -146,6 +146,7 @@ rs_err rs_model_load(const char *path, const struct rs_model_opts *opts, rs_mode
         rs_log_error("model: %s", err);
     if (rc == RS_OK)
         rc = llama_desc_load(m->gguf, &m->desc, err, err_len);
+    m->desc.own_weights = 1; /* the private copy above; load_backend loads one backend on it */
     if (rc == RS_OK && (rc = load_backend(m)) != RS_OK)
         snprintf(err, err_len, "backend %s failed to load the model: %s", m->ops->name,
                  rs_strerror(rc));

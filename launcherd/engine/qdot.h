@@ -101,10 +101,11 @@ void kq_dot_portable(enum rs_ggml_type t, const struct kq_wrow *w, const struct 
 struct kq_raw_dot {
     enum rs_ggml_type type;
     void (*dot)(const uint8_t *row, const struct kq_act *const *x, int n, uint32_t K, float *out);
-    /* optional: 8 weight rows (row_bytes apart) against one activation row, out[r] the same
-     * bits as dot(row r) (decode: one vector lane per weight row) */
-    void (*dot8)(const uint8_t *row, size_t row_bytes, const struct kq_act *x, uint32_t K,
-                 float *out);
+    /* optional: 8 weight rows against one activation row, out[r] the same bits as dot(row r)
+     * (decode: one vector lane per weight row); row r's block b at row + r * row_step +
+     * b * block_step (plain rows: row_bytes, the block's bytes; interleaved: the reverse) */
+    void (*dot8)(const uint8_t *row, size_t row_step, size_t block_step, const struct kq_act *x,
+                 uint32_t K, float *out);
 };
 extern const struct kq_raw_dot kq_avx2_table[], kq_vnni_table[], kq_vnni512_table[];
 

@@ -10,16 +10,26 @@
  * at least KQ_PANEL_MIN_ROWS rows, the panel GEMM (qdot_panel.c) computes the
  * same bits faster; with AVX2, the 256-bit panel (qdot_panel_avx2.c).
  */
+#include <string.h>
+
 #include "launcherd/engine/qdot.h"
 
 #define KQ_ROWS 16 /* activation rows quantized per chunk: 16 x ~1.2 K bytes stay in L1/L2 */
 
 typedef void (*kq_raw_fn)(const uint8_t *, const struct kq_act *const *, int, uint32_t, float *);
-typedef void (*kq_raw8_fn)(const uint8_t *, size_t, const struct kq_act *, uint32_t, float *);
+typedef void (*kq_raw8_fn)(const uint8_t *, size_t, size_t, const struct kq_act *, uint32_t,
+                           float *);
+
+/* Room for one weight row gathered out of an interleaved group: Q8_0's, the widest type
+ * (rounded to 32: the activation rows after it start aligned). */
+static size_t plain_row_bytes(uint32_t K)
+{
+    return ((size_t)rs_ggml_row_bytes(RS_GGML_Q8_0, K) + 31) & ~(size_t)31;
+}
 
 size_t kern_qgemm_scratch_bytes(uint32_t K)
 {
-    size_t rows = kq_wrow_bytes(K) + KQ_ROWS * kq_act_bytes(K) + 32;
+    size_t rows = kq_wrow_bytes(K) + KQ_ROWS * kq_act_bytes(K) + plain_row_bytes(K) + 32;
     size_t p512 = kq_panel512_scratch_bytes(K), p256 = kq_panel_avx2_scratch_bytes(K);
     size_t panel = p512 > p256 ? p512 : p256;
     return rows > panel ? rows : panel;
@@ -44,6 +54,12 @@ static const struct kq_raw_dot *raw_for(enum kern_isa isa, enum rs_ggml_type t)
     return e;
 }
 
+uint32_t kern_qdot_interleave(enum kern_isa isa, const struct kern_mat *w)
+{
+    const struct kq_raw_dot *e = w->qdot ? raw_for(isa, w->type) : NULL;
+    return e != NULL && e->dot8 != NULL && w->rows % 8 == 0 ? 8 : 0;
+}
+
 /* One activation row: weight rows 8 at a time through dot8, from n0; returns the first left. */
 static uint32_t rows8(kq_raw8_fn dot8, const struct kern_mat *w, const struct kq_act *act,
                       float *y, uint32_t n0, uint32_t n1, int accumulate)
@@ -51,38 +67,83 @@ static uint32_t rows8(kq_raw8_fn dot8, const struct kern_mat *w, const struct kq
     uint32_t n = n0;
     for (; dot8 != NULL && n + 8 <= n1; n += 8) {
         float out[8];
-        dot8((const uint8_t *)w->data + (size_t)n * w->row_bytes, w->row_bytes, act, w->cols, out);
+        dot8((const uint8_t *)w->data + (size_t)n * w->row_bytes, w->row_bytes,
+             rs_ggml_type_size(w->type), act, w->cols, out);
         for (int r = 0; r < 8; r++)
             y[n + (uint32_t)r] = accumulate ? y[n + (uint32_t)r] + out[r] : out[r];
     }
     return n;
 }
 
-/* Weight rows [n0, n1) against the mr quantized rows at act, into y's rows. */
-static void chunk(const struct kq_raw_dot *e, const struct kern_mat *w, const struct kq_wrow *wr,
-                  const struct kq_act *const *act, uint32_t mr, float *y, size_t ldy,
-                  uint32_t n0, uint32_t n1, int accumulate)
+/* Weight row n (its bytes at row, plain) against the mr quantized rows at act. */
+static void one_row(const struct kq_raw_dot *e, const struct kern_mat *w, const struct kq_wrow *wr,
+                    const uint8_t *row, const struct kq_act *const *act, uint32_t mr, float *y,
+                    size_t ldy, uint32_t n, int accumulate)
 {
     kq_raw_fn raw = e != NULL ? e->dot : NULL;
-    if (mr == 1 && e != NULL)
-        n0 = rows8(e->dot8, w, act[0], y, n0, n1, accumulate);
-    for (uint32_t n = n0; n < n1; n++) {
-        const uint8_t *row = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
-        if (raw == NULL)
-            kq_unpack_row(w->type, row, w->cols, wr);
-        for (uint32_t r = 0; r < mr; r += KQ_DOT_ROWS) {
-            int cnt = mr - r < KQ_DOT_ROWS ? (int)(mr - r) : KQ_DOT_ROWS;
-            float out[KQ_DOT_ROWS];
-            if (raw != NULL)
-                raw(row, act + r, cnt, w->cols, out);
-            else
-                kq_dot_portable(w->type, wr, act + r, cnt, w->cols, out);
-            for (int i = 0; i < cnt; i++) {
-                float *ym = y + (size_t)(r + (uint32_t)i) * ldy + n;
-                *ym = accumulate ? *ym + out[i] : out[i];
-            }
+    if (raw == NULL)
+        kq_unpack_row(w->type, row, w->cols, wr);
+    for (uint32_t r = 0; r < mr; r += KQ_DOT_ROWS) {
+        int cnt = mr - r < KQ_DOT_ROWS ? (int)(mr - r) : KQ_DOT_ROWS;
+        float out[KQ_DOT_ROWS];
+        if (raw != NULL)
+            raw(row, act + r, cnt, w->cols, out);
+        else
+            kq_dot_portable(w->type, wr, act + r, cnt, w->cols, out);
+        for (int i = 0; i < cnt; i++) {
+            float *ym = y + (size_t)(r + (uint32_t)i) * ldy + n;
+            *ym = accumulate ? *ym + out[i] : out[i];
         }
     }
+}
+
+/*
+ * Interleaved weights: whole groups through dot8 (rows8's bits), once per
+ * activation row, the group's bytes still in L1 for the next; a row of a group
+ * that [n0, n1) cuts is gathered into `plain` first.
+ */
+static void chunk_interleaved(const struct kq_raw_dot *e, const struct kern_mat *w,
+                              const struct kq_wrow *wr, uint8_t *plain,
+                              const struct kq_act *const *act, uint32_t mr, float *y, size_t ldy,
+                              uint32_t n0, uint32_t n1, int accumulate)
+{
+    const uint32_t g = w->interleave;
+    const size_t bb = rs_ggml_type_size(w->type), nb = w->cols / rs_ggml_block_size(w->type);
+    for (uint32_t n = n0; n < n1;) {
+        if (e != NULL && e->dot8 != NULL && g == 8 && n % g == 0 && n + g <= n1) {
+            const uint8_t *grp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
+            for (uint32_t m = 0; m < mr; m++) {
+                float out[8], *ym = y + (size_t)m * ldy + n;
+                e->dot8(grp, bb, g * bb, act[m], w->cols, out);
+                for (int r = 0; r < 8; r++)
+                    ym[r] = accumulate ? ym[r] + out[r] : out[r];
+            }
+            n += g;
+            continue;
+        }
+        size_t step;
+        const uint8_t *src = kern_mat_row(w, n, &step);
+        for (size_t b = 0; b < nb; b++)
+            memcpy(plain + b * bb, src + b * step, bb);
+        one_row(e, w, wr, plain, act, mr, y, ldy, n, accumulate);
+        n++;
+    }
+}
+
+/* Weight rows [n0, n1) against the mr quantized rows at act, into y's rows. */
+static void chunk(const struct kq_raw_dot *e, const struct kern_mat *w, const struct kq_wrow *wr,
+                  uint8_t *plain, const struct kq_act *const *act, uint32_t mr, float *y,
+                  size_t ldy, uint32_t n0, uint32_t n1, int accumulate)
+{
+    if (w->interleave != 0) {
+        chunk_interleaved(e, w, wr, plain, act, mr, y, ldy, n0, n1, accumulate);
+        return;
+    }
+    if (mr == 1 && e != NULL)
+        n0 = rows8(e->dot8, w, act[0], y, n0, n1, accumulate);
+    for (uint32_t n = n0; n < n1; n++)
+        one_row(e, w, wr, (const uint8_t *)w->data + (size_t)n * w->row_bytes, act, mr, y, ldy,
+                n, accumulate);
 }
 
 void kern_qgemm(enum kern_isa isa, const struct kern_mat *w, const float *x, size_t ldx,
@@ -99,7 +160,7 @@ void kern_qgemm(enum kern_isa isa, const struct kern_mat *w, const float *x, siz
     uint8_t *base = (uint8_t *)(((uintptr_t)scratch + 31) & ~(uintptr_t)31);
     struct kq_wrow wr;
     kq_wrow_at(base, K, &wr);
-    uint8_t *actmem = base + kq_wrow_bytes(K);
+    uint8_t *plain = base + kq_wrow_bytes(K), *actmem = plain + plain_row_bytes(K);
     struct kq_act acts[KQ_ROWS];
     const struct kq_act *ap[KQ_ROWS];
     const struct kq_raw_dot *raw = raw_for(isa, w->type);
@@ -110,6 +171,6 @@ void kern_qgemm(enum kern_isa isa, const struct kern_mat *w, const float *x, siz
             kq_quantize_row(x + (size_t)(m0 + r) * ldx, K, kq_span(w->type), &acts[r]);
             ap[r] = &acts[r];
         }
-        chunk(raw, w, &wr, ap, mr, y + (size_t)m0 * ldy, ldy, n0, n1, accumulate);
+        chunk(raw, w, &wr, plain, ap, mr, y + (size_t)m0 * ldy, ldy, n0, n1, accumulate);
     }
 }

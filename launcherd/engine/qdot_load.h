@@ -88,13 +88,14 @@ QD_INL __m256i qd_q8_0_block(const uint8_t *p, int j, int n)
                  : _mm256_setzero_si256();
 }
 
-/* Q4_0 nibbles (level + 8) of block j: values 0-15 the low ones, 16-31 the high. */
-QD_INL __m256i qd_q4_0_nibbles(const uint8_t *p, int j, int n)
+/* Q4_0 nibbles (level + 8) of block j (step bytes after block 0): values 0-15 the low ones,
+ * 16-31 the high. */
+QD_INL __m256i qd_q4_0_nibbles(const uint8_t *p, size_t step, int j, int n)
 {
     if (j >= n)
         return _mm256_setzero_si256();
     const __m128i m4 = _mm_set1_epi8(15);
-    __m128i b = _mm_loadu_si128((const __m128i *)(p + j * RS_QUANT_Q4_0_BYTES + 2));
+    __m128i b = _mm_loadu_si128((const __m128i *)(p + (size_t)j * step + 2));
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
 }
 
@@ -165,16 +166,17 @@ QD_INL void qd_load_q8_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_
     o->d = o->dmin = 0.0f, o->mi = _mm256_setzero_si256(); /* every field set: no type reads junk */
 }
 
-QD_INL void qd_load_q4_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_group *o)
+QD_INL void qd_load_q4_0(const uint8_t *row, size_t step, uint32_t g, uint32_t nb,
+                         struct qd_group *o)
 {
     int n = qd_group_blocks(g, nb);
-    const uint8_t *p = row + (size_t)8 * g * RS_QUANT_Q4_0_BYTES;
+    const uint8_t *p = row + (size_t)8 * g * step;
     QD_UNROLL for (int j = 0; j < 8; j++) {
-        __m256i nib = qd_q4_0_nibbles(p, j, n);
+        __m256i nib = qd_q4_0_nibbles(p, step, j, n);
         o->q[j] = j < n ? _mm256_sub_epi8(nib, _mm256_set1_epi8(8)) : nib;
         o->sc[j] = _mm256_set1_epi16(1);
     }
-    o->ws = qd_halves(p, RS_QUANT_Q4_0_BYTES, n);
+    o->ws = qd_halves(p, step, n);
     o->d = o->dmin = 0.0f, o->mi = _mm256_setzero_si256();
 }
 

@@ -207,19 +207,20 @@ QD_INL void store_super(const struct qd_group *o, uint32_t g, float *ws, float *
                      _mm256_castsi256_si128(_mm256_permute4x64_epi64(m16, 0x08)));
 }
 
-/* Quad path: weight row `src` as u8 levels (Q4_0: its nibbles, level + 8), 4 per int32 of w. */
-QD_TGT static void unpack_quads(enum rs_ggml_type t, const uint8_t *src, uint32_t K, uint8_t *w,
-                                float *ws, float *wm, int16_t *mi, int16_t *sc)
+/* Quad path: weight row `src` (its blocks `step` bytes apart) as u8 levels (Q4_0: its nibbles,
+ * level + 8), 4 per int32 of w. */
+QD_TGT static void unpack_quads(enum rs_ggml_type t, const uint8_t *src, size_t step, uint32_t K,
+                                uint8_t *w, float *ws, float *wm, int16_t *mi, int16_t *sc)
 {
     uint32_t nbp = kq_padded_blocks(K), nb = K / KQ_BLOCK;
     for (uint32_t g = 0; g < nbp / 8; g++) {
         if (t == RS_GGML_Q4_0) {
-            const uint8_t *p = src + (size_t)8 * g * RS_QUANT_Q4_0_BYTES;
+            const uint8_t *p = src + (size_t)8 * g * step;
             int n = qd_group_blocks(g, nb);
             for (int j = 0; j < 8; j++)
                 _mm256_storeu_si256((__m256i *)(w + (size_t)(8 * g + j) * KQ_BLOCK),
-                                    qd_q4_0_nibbles(p, j, n));
-            _mm256_storeu_ps(ws + 8 * g, qd_halves(p, RS_QUANT_Q4_0_BYTES, n));
+                                    qd_q4_0_nibbles(p, step, j, n));
+            _mm256_storeu_ps(ws + 8 * g, qd_halves(p, step, n));
             continue;
         }
         struct qd_group o;
@@ -232,8 +233,9 @@ QD_TGT static void unpack_quads(enum rs_ggml_type t, const uint8_t *src, uint32_
     }
 }
 
-/* Row r of the tile from weight row `src` of type t (NULL: a zero row past the slice). */
-QD_TGT static void unpack_row(enum rs_ggml_type t, const uint8_t *src, uint32_t K,
+/* Row r of the tile from weight row `src` of type t, its blocks `step` bytes apart (NULL: a
+ * zero row past the slice). */
+QD_TGT static void unpack_row(enum rs_ggml_type t, const uint8_t *src, size_t step, uint32_t K,
                               const struct qp_wtile *wt, int r)
 {
     uint32_t nbp = kq_padded_blocks(K), nb = K / KQ_BLOCK;
@@ -247,7 +249,7 @@ QD_TGT static void unpack_row(enum rs_ggml_type t, const uint8_t *src, uint32_t 
         return;
     }
     if (quad_type(t)) {
-        unpack_quads(t, src, K, (uint8_t *)w, ws, wm, mi, sc);
+        unpack_quads(t, src, step, K, (uint8_t *)w, ws, wm, mi, sc);
         return;
     }
     for (uint32_t g = 0; g < nbp / 8; g++) {
@@ -255,7 +257,7 @@ QD_TGT static void unpack_row(enum rs_ggml_type t, const uint8_t *src, uint32_t 
         if (t == RS_GGML_Q8_0)
             qd_load_q8_0(src, g, nb, &o);
         else if (t == RS_GGML_Q4_0)
-            qd_load_q4_0(src, g, nb, &o);
+            qd_load_q4_0(src, step, g, nb, &o);
         else if (t == RS_GGML_Q6_K)
             qd_load_q6_k(src, g, &o);
         else
@@ -556,9 +558,9 @@ int QP_PREFIX(gemm)(const struct kern_mat *w, const float *x, size_t ldx, uint32
         for (uint32_t n = n0; n < n1; n += QP_G * QP_NR) {
             uint32_t nr = n1 - n < QP_G * QP_NR ? n1 - n : QP_G * QP_NR;
             for (uint32_t r = 0; r < (nr + QP_NR - 1) / QP_NR * QP_NR; r++) {
-                const uint8_t *src =
-                    r < nr ? (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes : NULL;
-                unpack_row(w->type, src, K, &wt[r / QP_NR], (int)(r % QP_NR));
+                size_t step = 0;
+                const uint8_t *src = r < nr ? kern_mat_row(w, n + r, &step) : NULL;
+                unpack_row(w->type, src, step, K, &wt[r / QP_NR], (int)(r % QP_NR));
             }
             chunk_tiles(w->type, &c, wt, K, mc, y + (size_t)m0 * ldy, ldy, n, nr, accumulate);
         }

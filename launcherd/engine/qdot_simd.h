@@ -85,7 +85,7 @@ QD_INL float qd_group_term(const uint8_t *p, int n, __m256 ws, int q4, const str
     QD_UNROLL for (int j = 0; j < 8; j++) {
         __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (8 * g + j)));
         if (q4) {
-            v[j] = QD_BLOCK_SUM(qd_q4_0_nibbles(p, j, n), xq, ones);
+            v[j] = QD_BLOCK_SUM(qd_q4_0_nibbles(p, RS_QUANT_Q4_0_BYTES, j, n), xq, ones);
         } else {
             __m256i q = qd_q8_0_block(p, j, n);
             v[j] = QD_BLOCK_SUM(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q), ones);
@@ -167,7 +167,7 @@ QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int
 }
 
 /*
- * Q4_0: 8 weight rows, row_bytes apart, against one activation row. One
+ * Q4_0: 8 weight rows (plain or interleaved, qdot.h) against one activation row. One
  * register holds two rows' 16 bytes (a 128-bit half each), so each nibble
  * split and each multiply serves two rows against the activations' low or
  * high 16 levels, broadcast to both halves: QD_HALVES_SUM leaves a row's four
@@ -183,26 +183,31 @@ QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int
  * is a plain load, and the 8 streams cost more than the adds saved) and keeps
  * its one-row dot.
  */
-QD_TGT static void QD_PREFIX(q4_0_rows8)(const uint8_t *row, size_t row_bytes,
-                                         const struct kq_act *x, uint32_t K, float *out)
+QD_TGT static void QD_PREFIX(q4_0_rows8)(const uint8_t *row, size_t row_step,
+                                         size_t block_step, const struct kq_act *x, uint32_t K,
+                                         float *out)
 {
     const uint32_t pf_every = 64 / RS_QUANT_Q4_0_BYTES; /* blocks per cache line, at least */
+    const int interleaved = block_step > row_step;
     const __m256i m4 = _mm256_set1_epi8(15);
     __m256 acc = _mm256_setzero_ps();
     for (uint32_t b = 0; b < K / KQ_BLOCK; b++) {
-        const uint8_t *p = row + (size_t)b * RS_QUANT_Q4_0_BYTES;
-        if (b % pf_every == 0) /* the next 8 rows' same spot: 8 interleaved streams are more
-                                  than the hardware prefetcher follows, and 2 KB ahead would
-                                  land inside this group */
+        const uint8_t *p = row + (size_t)b * block_step;
+        if (interleaved) /* one stream: its lines a fixed distance ahead */
+            QD_UNROLL for (int l = 0; l < 3; l++)
+                _mm_prefetch((const char *)p + QD_PF_AHEAD + 64 * l, _MM_HINT_T0);
+        else if (b % pf_every == 0) /* the next 8 rows' same spot: 8 interleaved streams are
+                                       more than the hardware prefetcher follows, and 2 KB
+                                       ahead would land inside this group */
             QD_UNROLL for (int r = 8; r < 16; r++)
-                _mm_prefetch((const char *)p + (size_t)r * row_bytes, _MM_HINT_T0);
+                _mm_prefetch((const char *)p + (size_t)r * row_step, _MM_HINT_T0);
         const __m128i *xb = (const __m128i *)(x->q + 32 * (size_t)b);
         __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(xb));
         __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(xb + 1));
         __m256i v[4];
         QD_UNROLL for (int k = 0; k < 4; k++) {
-            const uint8_t *r0 = p + (size_t)(2 * k) * row_bytes + 2;
-            __m256i w = _mm256_loadu2_m128i((const __m128i *)(r0 + row_bytes), (const __m128i *)r0);
+            const uint8_t *r0 = p + (size_t)(2 * k) * row_step + 2;
+            __m256i w = _mm256_loadu2_m128i((const __m128i *)(r0 + row_step), (const __m128i *)r0);
             v[k] = QD_HALVES_SUM(_mm256_and_si256(w, m4), xlo,
                                  _mm256_and_si256(_mm256_srli_epi16(w, 4), m4), xhi);
         }
@@ -213,7 +218,7 @@ QD_TGT static void QD_PREFIX(q4_0_rows8)(const uint8_t *row, size_t row_bytes,
         __m256i isum = _mm256_sub_epi32(sums, _mm256_set1_epi32(8 * x->s[b]));
         uint16_t h[8]; /* the scales in the same lane order */
         QD_UNROLL for (int i = 0; i < 8; i++)
-            memcpy(&h[i], p + (size_t)(i < 4 ? 2 * i : 2 * i - 7) * row_bytes, 2);
+            memcpy(&h[i], p + (size_t)(i < 4 ? 2 * i : 2 * i - 7) * row_step, 2);
         __m256 ws = qd_halves8(h);
         __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(x->d[b]));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(s, _mm256_cvtepi32_ps(isum)));

@@ -42,7 +42,7 @@ static uint32_t fit_cols(enum rs_ggml_type t, uint32_t K)
  */
 static struct kern_mat make_mat(enum rs_ggml_type type, uint32_t rows, uint32_t cols, float **deq)
 {
-    struct kern_mat m = {NULL, type, rows, cols, (size_t)rs_ggml_row_bytes(type, cols), 0};
+    struct kern_mat m = {NULL, type, rows, cols, (size_t)rs_ggml_row_bytes(type, cols), 0, 0};
     float *src = malloc((size_t)rows * cols * sizeof(float));
     uint8_t *data = malloc((size_t)rows * m.row_bytes);
     *deq = malloc((size_t)rows * cols * sizeof(float));
@@ -155,7 +155,7 @@ static int check_rows_invariant(enum kern_isa isa)
         uint32_t M = 23, K = fit_cols(types[ti], 148), N = 19;
         float *deq, *x = rand_vec((size_t)M * K);
         struct kern_mat w = make_mat(types[ti], N, K, &deq);
-        struct kern_mat wf = {deq, RS_GGML_F32, N, K, (size_t)K * 4, 0};
+        struct kern_mat wf = {deq, RS_GGML_F32, N, K, (size_t)K * 4, 0, 0};
         float *all = calloc((size_t)M * N, sizeof(float)), *one = calloc(N, sizeof(float));
         float *f32 = calloc((size_t)M * N, sizeof(float));
         float *scr = malloc(kern_gemm_scratch_floats(K) * sizeof(float));
@@ -613,6 +613,73 @@ static int test_qdot_panel_matches_portable(void)
     return ran ? 0 : RS_TEST_SKIP;
 }
 
+/* y = x w^T of w's columns [c0, c0 + kc) (as a tensor-parallel shard reads them), in slices. */
+static float *qgemm_cols(enum kern_isa isa, const struct kern_mat *w, const float *x, uint32_t M,
+                         uint32_t c0, uint32_t kc)
+{
+    struct kern_mat v = kern_mat_cols(w, c0, kc);
+    return qgemm(isa, &v, x + c0, M);
+}
+
+/*
+ * Rows interleaved for the batch-1 dot (kern_qdot_interleave) give the plain
+ * rows' bits on every path that reads them: one activation row (8-row dot),
+ * a few (the 8-row dot per row), many (the panel), a slice that cuts a group
+ * (its rows gathered), outputs added into y, and a column shard (--tp).
+ */
+static int test_qdot_interleaved_rows_match_plain(void)
+{
+    int ran = 0;
+    for (size_t ti = 0; ti < N_QTYPES; ti++) {
+        uint32_t N = 56, K = rs_ggml_block_size(qtypes[ti]) == 32 ? 544 : 512;
+        float *deq, *x = qdot_inputs(23, K), *xr = x + 3 * (size_t)K; /* xr: random rows */
+        struct kern_mat w = make_mat(qtypes[ti], N, K, &deq);
+        w.qdot = 1;
+        RS_CHECK(kern_qdot_interleave(KERN_PORTABLE, &w) == 0); /* no 8-row dot to read them */
+        for (int isa = KERN_AVX2; isa <= KERN_AVX512; isa++) {
+            uint32_t g = kern_isa_supported((enum kern_isa)isa)
+                             ? kern_qdot_interleave((enum kern_isa)isa, &w) : 0;
+            if (isa == KERN_AVX2 && kern_isa_supported(KERN_AVX2))
+                RS_CHECK((g == 8) == (qtypes[ti] == RS_GGML_Q4_0));
+            if (g == 0)
+                continue;
+            ran++;
+            size_t bytes = (size_t)N * w.row_bytes;
+            uint8_t *il = malloc(bytes);
+            memcpy(il, w.data, bytes);
+            struct kern_mat wi = w;
+            RS_CHECK(kern_interleave_rows(&wi, il, g) == RS_OK);
+            RS_CHECK(memcmp(il, w.data, bytes) != 0); /* the layout did change */
+            wi.data = il, wi.interleave = g;
+            for (uint32_t M = 1; M <= 20; M += M < 3 ? 2 : 17)
+                for (int acc = 0; acc < 2; acc++) {
+                    const float *xm = M < 20 ? xr : x; /* 20: the zero, huge and tiny rows too */
+                    float *a = qgemm_acc((enum kern_isa)isa, &w, xm, M, acc);
+                    float *b = qgemm_acc((enum kern_isa)isa, &wi, xm, M, acc);
+                    RS_CHECK_MSG(same_floats(b, a, (size_t)M * N), "%s %s: %u rows, acc %d",
+                                 kern_isa_name((enum kern_isa)isa),
+                                 rs_ggml_type_name(qtypes[ti]), M, acc);
+                    free(a), free(b);
+                }
+            uint32_t c0 = K / 2 / 32 * 32, kc = K - c0; /* the second of two shards */
+            for (uint32_t M = 1; M <= 20; M += 19) {
+                float *a = qgemm_cols((enum kern_isa)isa, &w, M < 20 ? xr : x, M, c0, kc);
+                float *b = qgemm_cols((enum kern_isa)isa, &wi, M < 20 ? xr : x, M, c0, kc);
+                RS_CHECK_MSG(same_floats(b, a, (size_t)M * N), "%s %s: shard, %u rows",
+                             kern_isa_name((enum kern_isa)isa), rs_ggml_type_name(qtypes[ti]), M);
+                free(a), free(b);
+            }
+            free(il);
+        }
+        struct kern_mat odd = w;
+        odd.rows = N - 1; /* not whole groups */
+        RS_CHECK(kern_qdot_interleave(KERN_AVX2, &odd) == 0);
+        RS_CHECK(kern_interleave_rows(&odd, (void *)(uintptr_t)w.data, 8) == RS_EINVAL);
+        free(deq), free(x), free((void *)w.data);
+    }
+    return ran ? 0 : RS_TEST_SKIP;
+}
+
 /*
  * The activation quantizer gives the scalar code's levels, scales and sums
  * with every CPU variant, for both spans: random rows, a zero row, -0, values
@@ -736,6 +803,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_qdot_quantizer_variants_agree),
     RS_TEST(test_qdot_rows_invariant),
     RS_TEST(test_qdot_panel_matches_portable),
+    RS_TEST(test_qdot_interleaved_rows_match_plain),
     RS_TEST(test_qdot_within_activation_rounding),
 };
 RS_TEST_MAIN(cases)

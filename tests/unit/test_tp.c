@@ -196,6 +196,18 @@ static int test_tp_integer_dot_random_q8_0_gqa(void)
     return compare_tp_int8(path, "random Q8_0 GQA");
 }
 
+/* Q4_0 rows interleaved for the batch-1 dot (kern_mat_row): the Wo / Wdown shards read column
+ * slices of the groups; a vocabulary of 300 leaves the output matrix plain. */
+static int test_tp_integer_dot_random_q4_0_interleaved(void)
+{
+    char path[1024];
+    RS_CHECK(tu_mkmodel("tp-q4",
+                        "--dim 256 --layers 2 --heads 8 --kv-heads 4 --ffn 512 --vocab 300 "
+                        "--type q4_0 --seed 12",
+                        path, sizeof(path)) != NULL);
+    return compare_tp_int8(path, "random Q4_0 GQA");
+}
+
 /* Post norms (the Wo / Wdown sums normalized before the residual) and windows shard too. */
 static int test_tp_matches_tp1_gemma3_post_norms(void)
 {
@@ -284,6 +296,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_tp_matches_tp1_stories260k),
     RS_TEST(test_tp_matches_tp1_random_q8_0_gqa),
     RS_TEST(test_tp_integer_dot_random_q8_0_gqa),
+    RS_TEST(test_tp_integer_dot_random_q4_0_interleaved),
     RS_TEST(test_tp_matches_tp1_gemma3_post_norms),
     RS_TEST(test_tp_is_batch_and_thread_invariant),
     RS_TEST(test_uneven_shards_are_refused),
