@@ -106,6 +106,8 @@ struct kq_raw_dot {
      * b * block_step (plain rows: row_bytes, the block's bytes; interleaved: the reverse) */
     void (*dot8)(const uint8_t *row, size_t row_step, size_t block_step, const struct kq_act *x,
                  uint32_t K, float *out);
+    int dot8_plain; /* 1: dot8 beats dot over plain rows too (Q4_0); 0: only over interleaved
+                       ones (the K-quants: 8 streams were slower from DRAM than one) */
 };
 extern const struct kq_raw_dot kq_avx2_table[], kq_vnni_table[], kq_vnni512_table[];
 

@@ -71,6 +71,6 @@ int kq_avx2_quantize_span(const float *x, uint32_t span, int8_t *q, float *d, in
     return -1;
 }
 
-const struct kq_raw_dot kq_avx2_table[] = {{RS_GGML_F32, NULL, NULL}};
+const struct kq_raw_dot kq_avx2_table[] = {{RS_GGML_F32, NULL, NULL, 0}};
 
 #endif

@@ -139,7 +139,7 @@ static void chunk(const struct kq_raw_dot *e, const struct kern_mat *w, const st
         chunk_interleaved(e, w, wr, plain, act, mr, y, ldy, n0, n1, accumulate);
         return;
     }
-    if (mr == 1 && e != NULL)
+    if (mr == 1 && e != NULL && e->dot8_plain)
         n0 = rows8(e->dot8, w, act[0], y, n0, n1, accumulate);
     for (uint32_t n = n0; n < n1; n++)
         one_row(e, w, wr, (const uint8_t *)w->data + (size_t)n * w->row_bytes, act, mr, y, ldy,

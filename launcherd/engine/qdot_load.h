@@ -180,10 +180,11 @@ QD_INL void qd_load_q4_0(const uint8_t *row, size_t step, uint32_t g, uint32_t n
     o->d = o->dmin = 0.0f, o->mi = _mm256_setzero_si256();
 }
 
-/* Q4_K / Q5_K super-block g. */
-QD_INL void qd_load_kq(const uint8_t *row, uint32_t g, struct qd_group *o, int five_bit)
+/* Q4_K / Q5_K super-block g (step bytes after super-block 0). */
+QD_INL void qd_load_kq(const uint8_t *row, size_t step, uint32_t g, struct qd_group *o,
+                       int five_bit)
 {
-    const uint8_t *blk = row + (size_t)g * (five_bit ? RS_QUANT_Q5_K_BYTES : RS_QUANT_Q4_K_BYTES);
+    const uint8_t *blk = row + (size_t)g * step;
     o->d = qd_half_at(blk), o->dmin = qd_half_at(blk + 2);
     __m256i s16 = qd_kq_scales(blk, &o->mi);
     QD_UNROLL for (int j = 0; j < 8; j++) {
@@ -193,10 +194,10 @@ QD_INL void qd_load_kq(const uint8_t *row, uint32_t g, struct qd_group *o, int f
     o->ws = _mm256_setzero_ps();
 }
 
-/* Q6_K super-block g: run r of half h is block 4h + r. */
-QD_INL void qd_load_q6_k(const uint8_t *row, uint32_t g, struct qd_group *o)
+/* Q6_K super-block g (step bytes after super-block 0): run r of half h is block 4h + r. */
+QD_INL void qd_load_q6_k(const uint8_t *row, size_t step, uint32_t g, struct qd_group *o)
 {
-    const uint8_t *blk = row + (size_t)g * RS_QUANT_Q6_K_BYTES;
+    const uint8_t *blk = row + (size_t)g * step;
     QD_UNROLL for (int h = 0; h < 2; h++) {
         __m256i s16 = qd_q6_scales(blk, h);
         QD_UNROLL for (int r = 0; r < 4; r++) {

@@ -107,18 +107,20 @@ QD_INL float qd_super_tail(__m256i v, float d, float dmin, __m256i mi, int offs,
     return acc + (((d * dx) * (float)isum) - ((dmin * dx) * (float)msum));
 }
 
-/* Super-block g of row x straight from the row's bytes (kind 4: Q4_K, 5: Q5_K, 6: Q6_K), each
- * block unpacked where it is used (rows after the first read the bytes from L1: re-unpacking
- * costs less than a whole unpacked group spilled from the 16 registers). */
-QD_INL float qd_super_term1(const uint8_t *blk, int kind, const struct kq_act *x, uint32_t g,
-                            float acc)
+/* The integer sums of super-block blk (kind 4: Q4_K, 5: Q5_K, 6: Q6_K) against row x's
+ * super-block g: the blocks' (8 lanes to add up), and in *mi the offsets (0 for Q6_K). Each
+ * block is unpacked where it is used (rows after the first read the bytes from L1:
+ * re-unpacking costs less than a whole unpacked group spilled from the 16 registers). */
+QD_INL __m256i qd_super_isum(const uint8_t *blk, int kind, const struct kq_act *x, uint32_t g,
+                             __m256i *mi)
 {
     __m256i v[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    __m256i mi = _mm256_setzero_si256(), s16[2];
+    __m256i s16[2];
+    *mi = _mm256_setzero_si256();
     if (kind == 6)
         s16[0] = qd_q6_scales(blk, 0), s16[1] = qd_q6_scales(blk, 1);
     else
-        s16[0] = s16[1] = qd_kq_scales(blk, &mi);
+        s16[0] = s16[1] = qd_kq_scales(blk, mi);
     QD_UNROLL for (int j = 0; j < 8; j++) {
         __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (8 * g + j)));
         __m256i p;
@@ -131,8 +133,22 @@ QD_INL float qd_super_term1(const uint8_t *blk, int kind, const struct kq_act *x
         }
         v[j & 1] = _mm256_add_epi32(v[j & 1], p);
     }
-    float d = qd_half_at(blk + (kind == 6 ? 208 : 0)), dmin = kind == 6 ? 0.0f : qd_half_at(blk + 2);
-    return qd_super_tail(_mm256_add_epi32(v[0], v[1]), d, dmin, mi, kind != 6, x, g, acc);
+    return _mm256_add_epi32(v[0], v[1]);
+}
+
+/* The super-block's scale and offset scale (Q6_K: none, 0). */
+QD_INL const uint8_t *qd_super_d(const uint8_t *blk, int kind)
+{
+    return blk + (kind == 6 ? 208 : 0);
+}
+
+/* Super-block g of row x straight from the row's bytes, as one float term added to acc. */
+QD_INL float qd_super_term1(const uint8_t *blk, int kind, const struct kq_act *x, uint32_t g,
+                            float acc)
+{
+    __m256i mi, v = qd_super_isum(blk, kind, x, g, &mi);
+    float d = qd_half_at(qd_super_d(blk, kind)), dmin = kind == 6 ? 0.0f : qd_half_at(blk + 2);
+    return qd_super_tail(v, d, dmin, mi, kind != 6, x, g, acc);
 }
 
 /* Q8_0 (q4 = 0) / Q4_0 (q4 = 1) row against n activation rows. One row has a loop of its own:
@@ -227,6 +243,62 @@ QD_TGT static void QD_PREFIX(q4_0_rows8)(const uint8_t *row, size_t row_step,
     _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
+/* One row's super-block sums folded to 4 lanes: its blocks' sums low, its offsets' high. */
+QD_INL __m256i qd_super_fold(__m256i v, __m256i mi, int offs, const struct kq_act *x, uint32_t g)
+{
+    __m128i i4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    __m128i m4 = _mm_setzero_si128();
+    if (offs) {
+        __m256i m = _mm256_mullo_epi32(mi, _mm256_loadu_si256((const __m256i *)(x->s + 8 * g)));
+        m4 = _mm_add_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    }
+    return _mm256_set_m128i(m4, i4);
+}
+
+/*
+ * K-quants: 8 weight rows (plain or interleaved, qdot.h) against one
+ * activation row, lane r the one-row dot's bits for row r. Per super-block,
+ * each row's integer sums fold to 4 lanes (blocks low, offsets high); two
+ * horizontal-add trees over rows 0-3 and 4-7 and two lane swaps give the 8
+ * rows' isum and msum, then each lane adds qd_super_tail's term, the same
+ * float operations in the same order. The one-row dot spent two horizontal
+ * sums and a chain of scalar float operations per super-block (perf: a
+ * quarter of its samples). Over plain rows the 8 streams were slower than
+ * the one-row dot from DRAM; over interleaved rows it reads one stream.
+ */
+QD_INL void qd_super_rows8(const uint8_t *row, size_t row_step, size_t block_step,
+                           const struct kq_act *x, uint32_t K, int kind, float *out)
+{
+    const size_t bytes = kind == 6 ? RS_QUANT_Q6_K_BYTES
+                         : kind == 5 ? RS_QUANT_Q5_K_BYTES : RS_QUANT_Q4_K_BYTES;
+    __m256 acc = _mm256_setzero_ps();
+    for (uint32_t g = 0; g < K / 256; g++) {
+        const uint8_t *p = row + (size_t)g * block_step;
+        __m256i f[8];
+        uint16_t hd[8], hm[8];
+        QD_UNROLL for (int r = 0; r < 8; r++) {
+            const uint8_t *blk = p + (size_t)r * row_step;
+            qd_prefetch(blk, bytes);
+            __m256i mi, v = qd_super_isum(blk, kind, x, g, &mi);
+            f[r] = qd_super_fold(v, mi, kind != 6, x, g);
+            memcpy(&hd[r], qd_super_d(blk, kind), 2);
+            hm[r] = 0;
+            if (kind != 6)
+                memcpy(&hm[r], blk + 2, 2);
+        }
+        /* low halves: isum of rows 0-3 (a) and 4-7 (b); high halves: their msums */
+        __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(f[0], f[1]), _mm256_hadd_epi32(f[2], f[3]));
+        __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(f[4], f[5]), _mm256_hadd_epi32(f[6], f[7]));
+        __m256 isum = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(a, b, 0x20));
+        __m256 msum = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(a, b, 0x31));
+        __m256 dx = _mm256_set1_ps(x->d[8 * g]);
+        __m256 t = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(qd_halves8(hd), dx), isum),
+                                 _mm256_mul_ps(_mm256_mul_ps(qd_halves8(hm), dx), msum));
+        acc = _mm256_add_ps(acc, t);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
 /* K-quant row (kind 4: Q4_K, 5: Q5_K, 6: Q6_K) against n activation rows. */
 QD_INL void qd_super_dot(const uint8_t *row, const struct kq_act *const *x, int n, uint32_t K,
                          int kind, float *out)
@@ -263,9 +335,23 @@ QD_DOT(q4_k, qd_super_dot(row, x, n, K, 4, out))
 QD_DOT(q5_k, qd_super_dot(row, x, n, K, 5, out))
 QD_DOT(q6_k, qd_super_dot(row, x, n, K, 6, out))
 
+#define QD_DOT8(TYPE, KIND)                                                                     \
+    QD_TGT static void QD_PREFIX(TYPE##_rows8)(const uint8_t *row, size_t row_step,             \
+                                               size_t block_step, const struct kq_act *x,       \
+                                               uint32_t K, float *out)                          \
+    {                                                                                            \
+        qd_super_rows8(row, row_step, block_step, x, K, KIND, out);                              \
+    }
+QD_DOT8(q4_k, 4)
+QD_DOT8(q5_k, 5)
+
 const struct kq_raw_dot QD_PREFIX(table)[] = {
-    {RS_GGML_Q8_0, QD_PREFIX(q8_0), NULL}, /* its one-row dot measured faster */
-    {RS_GGML_Q4_0, QD_PREFIX(q4_0), QD_PREFIX(q4_0_rows8)},
-    {RS_GGML_Q4_K, QD_PREFIX(q4_k), NULL}, {RS_GGML_Q5_K, QD_PREFIX(q5_k), NULL},
-    {RS_GGML_Q6_K, QD_PREFIX(q6_k), NULL}, {RS_GGML_F32, NULL, NULL},
+    {RS_GGML_Q8_0, QD_PREFIX(q8_0), NULL, 0}, /* its one-row dot measured faster */
+    {RS_GGML_Q4_0, QD_PREFIX(q4_0), QD_PREFIX(q4_0_rows8), 1},
+    {RS_GGML_Q4_K, QD_PREFIX(q4_k), QD_PREFIX(q4_k_rows8), 0},
+    {RS_GGML_Q5_K, QD_PREFIX(q5_k), QD_PREFIX(q5_k_rows8), 0},
+    /* Q6_K's 8-row dot measured no faster at batch 1 (its unpacking, not the tail, is the
+     * cost) and its interleaved rows slowed prompts */
+    {RS_GGML_Q6_K, QD_PREFIX(q6_k), NULL, 0},
+    {RS_GGML_F32, NULL, NULL, 0},
 };

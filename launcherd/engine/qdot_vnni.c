@@ -24,6 +24,6 @@
 
 #else
 
-const struct kq_raw_dot kq_vnni_table[] = {{RS_GGML_F32, NULL, NULL}};
+const struct kq_raw_dot kq_vnni_table[] = {{RS_GGML_F32, NULL, NULL, 0}};
 
 #endif

@@ -333,12 +333,13 @@ V5_DOT(v5_q5_k, v5_load_kq(row, g, &w, 1), 0)
 V5_DOT(v5_q6_k, v5_load_q6_k(row, g, &w), 1)
 
 const struct kq_raw_dot kq_vnni512_table[] = {
-    {RS_GGML_Q8_0, v5_q8_0, NULL}, {RS_GGML_Q4_0, v5_q4_0, NULL}, {RS_GGML_Q4_K, v5_q4_k, NULL},
-    {RS_GGML_Q5_K, v5_q5_k, NULL}, {RS_GGML_Q6_K, v5_q6_k, NULL},  {RS_GGML_F32, NULL, NULL},
+    {RS_GGML_Q8_0, v5_q8_0, NULL, 0}, {RS_GGML_Q4_0, v5_q4_0, NULL, 0},
+    {RS_GGML_Q4_K, v5_q4_k, NULL, 0}, {RS_GGML_Q5_K, v5_q5_k, NULL, 0},
+    {RS_GGML_Q6_K, v5_q6_k, NULL, 0}, {RS_GGML_F32, NULL, NULL, 0},
 };
 
 #else
 
-const struct kq_raw_dot kq_vnni512_table[] = {{RS_GGML_F32, NULL, NULL}};
+const struct kq_raw_dot kq_vnni512_table[] = {{RS_GGML_F32, NULL, NULL, 0}};
 
 #endif
