@@ -196,27 +196,32 @@ static int test_tp_integer_dot_random_q8_0_gqa(void)
     return compare_tp_int8(path, "random Q8_0 GQA");
 }
 
+/* compare (compare_tp or compare_tp_int8) on the random model ringserve-mkmodel makes of args. */
+static int compare_on(const char *name, const char *args, const char *label,
+                      int (*compare)(const char *, const char *))
+{
+    char path[1024];
+    RS_CHECK(tu_mkmodel(name, args, path, sizeof(path)) != NULL);
+    return compare(path, label);
+}
+
 /* Q4_0 rows interleaved for the batch-1 dot (kern_mat_row): the Wo / Wdown shards read column
  * slices of the groups; a vocabulary of 300 leaves the output matrix plain. */
 static int test_tp_integer_dot_random_q4_0_interleaved(void)
 {
-    char path[1024];
-    RS_CHECK(tu_mkmodel("tp-q4",
-                        "--dim 256 --layers 2 --heads 8 --kv-heads 4 --ffn 512 --vocab 300 "
-                        "--type q4_0 --seed 12",
-                        path, sizeof(path)) != NULL);
-    return compare_tp_int8(path, "random Q4_0 GQA");
+    return compare_on("tp-q4",
+                      "--dim 256 --layers 2 --heads 8 --kv-heads 4 --ffn 512 --vocab 300 "
+                      "--type q4_0 --seed 12",
+                      "random Q4_0 GQA", compare_tp_int8);
 }
 
 /* Post norms (the Wo / Wdown sums normalized before the residual) and windows shard too. */
 static int test_tp_matches_tp1_gemma3_post_norms(void)
 {
-    char path[1024];
-    RS_CHECK(tu_mkmodel("tp-g3",
-                        "--arch gemma3 --dim 128 --layers 6 --heads 4 --kv-heads 4 --head-dim 32 "
-                        "--ffn 256 --vocab 300 --swa 7 --norm-std 0.2 --type f32 --seed 5",
-                        path, sizeof(path)) != NULL);
-    return compare_tp(path, "random gemma3");
+    return compare_on("tp-g3",
+                      "--arch gemma3 --dim 128 --layers 6 --heads 4 --kv-heads 4 --head-dim 32 "
+                      "--ffn 256 --vocab 300 --swa 7 --norm-std 0.2 --type f32 --seed 5",
+                      "random gemma3", compare_tp);
 }
 
 /* Logits of sequence 0 over a prefill then 3 decodes, alone or beside 3 companions. */
