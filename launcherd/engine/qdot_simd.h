@@ -344,14 +344,13 @@ QD_DOT(q6_k, qd_super_dot(row, x, n, K, 6, out))
     }
 QD_DOT8(q4_k, 4)
 QD_DOT8(q5_k, 5)
+QD_DOT8(q6_k, 6)
 
 const struct kq_raw_dot QD_PREFIX(table)[] = {
     {RS_GGML_Q8_0, QD_PREFIX(q8_0), NULL, 0}, /* its one-row dot measured faster */
     {RS_GGML_Q4_0, QD_PREFIX(q4_0), QD_PREFIX(q4_0_rows8), 1},
     {RS_GGML_Q4_K, QD_PREFIX(q4_k), QD_PREFIX(q4_k_rows8), 0},
     {RS_GGML_Q5_K, QD_PREFIX(q5_k), QD_PREFIX(q5_k_rows8), 0},
-    /* Q6_K's 8-row dot measured no faster at batch 1 (its unpacking, not the tail, is the
-     * cost) and its interleaved rows slowed prompts */
-    {RS_GGML_Q6_K, QD_PREFIX(q6_k), NULL, 0},
+    {RS_GGML_Q6_K, QD_PREFIX(q6_k), QD_PREFIX(q6_k_rows8), 0},
     {RS_GGML_F32, NULL, NULL, 0},
 };
