@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The CPU backend: fills rs_backend_cpu. Weights stay a view of the mapped
- * GGUF (Q4_0's rows interleaved in place in the model's own copy, for the
- * batch-1 dot: interleave_mat); the KV cache is one F32 allocation of paged blocks; a step runs as
- * one SPMD function on the persistent pool (cpu_forward.c), after this file
+ * GGUF (Q4_0 and K-quant rows interleaved in place in the model's own copy,
+ * for the batch-1 dot: interleave_mat); the KV cache is one F32 allocation of
+ * paged blocks; a step runs as one SPMD function on the persistent pool (cpu_forward.c), after this file
  * sizes the scratch and splits the attention work.
  * Leaves out: F16/quantized KV storage (F32 keeps attention exact and simple;
  * launcherd/README.md has the sizes), NUMA placement.
@@ -75,6 +75,15 @@ static rs_err check_tp(const struct llama_desc *d, int tp)
     return ok ? RS_OK : RS_EUNSUPPORTED;
 }
 
+/* The layer's matrices, in one list for every pass over them. */
+#define LAYER_MATS 7
+static void layer_mats(struct cpu_layer *c, struct kern_mat *out[LAYER_MATS])
+{
+    struct kern_mat *m[LAYER_MATS] = {&c->wq,     &c->wk,   &c->wv,    &c->wo,
+                                      &c->w_gate, &c->w_up, &c->w_down};
+    memcpy(out, m, sizeof(m));
+}
+
 static void count_dot(const struct kern_mat *m, unsigned *quant, unsigned *integer,
                       unsigned *interleaved)
 {
@@ -93,10 +102,9 @@ static void describe_dot(const struct cpu_state *s, int dot, char *out, size_t c
     count_dot(&s->tok_embd, &quant, &integer, &il);
     count_dot(&s->output, &quant, &integer, &il);
     for (uint32_t i = 0; i < s->hp.n_layers; i++) {
-        const struct cpu_layer *c = &s->layers[i];
-        const struct kern_mat *m[] = {&c->wq,     &c->wk,   &c->wv,    &c->wo,
-                                      &c->w_gate, &c->w_up, &c->w_down};
-        for (size_t j = 0; j < sizeof(m) / sizeof(m[0]); j++)
+        struct kern_mat *m[LAYER_MATS];
+        layer_mats(&s->layers[i], m);
+        for (size_t j = 0; j < LAYER_MATS; j++)
             count_dot(m[j], &quant, &integer, &il);
     }
     *interleaved = il;
@@ -143,10 +151,10 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         c->w_gate = mat_of(&l->w_gate, dot, s->isa);
         c->w_up = mat_of(&l->w_up, dot, s->isa);
         c->w_down = mat_of(&l->w_down, dot, s->isa);
-        struct kern_mat *all[] = {&c->wq, &c->wk, &c->wv, &c->wo, &c->w_gate, &c->w_up,
-                                  &c->w_down};
-        for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++)
-            interleave_mat(all[j], s->isa, d);
+        struct kern_mat *m[LAYER_MATS];
+        layer_mats(c, m);
+        for (size_t j = 0; j < LAYER_MATS; j++)
+            interleave_mat(m[j], s->isa, d);
     }
     s->tok_embd = mat_of(&d->tok_embd, dot, s->isa);
     s->output = mat_of(&d->output, dot, s->isa);

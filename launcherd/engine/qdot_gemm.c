@@ -62,18 +62,25 @@ uint32_t kern_qdot_interleave(enum kern_isa isa, const struct kern_mat *w)
     return e != NULL && e->dot8 != NULL && w->rows % 8 == 0 ? 8 : 0;
 }
 
+/* Weight rows n .. n + 7 (row r's block b at row_step * r + block_step * b) against act, into
+ * y[n ..]. */
+static void dot8_into(kq_raw8_fn dot8, const struct kern_mat *w, uint32_t n, size_t row_step,
+                      size_t block_step, const struct kq_act *act, float *y, int accumulate)
+{
+    float out[8];
+    dot8((const uint8_t *)w->data + (size_t)n * w->row_bytes, row_step, block_step, act, w->cols,
+         out);
+    for (int r = 0; r < 8; r++)
+        y[n + (uint32_t)r] = accumulate ? y[n + (uint32_t)r] + out[r] : out[r];
+}
+
 /* One activation row: weight rows 8 at a time through dot8, from n0; returns the first left. */
 static uint32_t rows8(kq_raw8_fn dot8, const struct kern_mat *w, const struct kq_act *act,
                       float *y, uint32_t n0, uint32_t n1, int accumulate)
 {
     uint32_t n = n0;
-    for (; dot8 != NULL && n + 8 <= n1; n += 8) {
-        float out[8];
-        dot8((const uint8_t *)w->data + (size_t)n * w->row_bytes, w->row_bytes,
-             rs_ggml_type_size(w->type), act, w->cols, out);
-        for (int r = 0; r < 8; r++)
-            y[n + (uint32_t)r] = accumulate ? y[n + (uint32_t)r] + out[r] : out[r];
-    }
+    for (; dot8 != NULL && n + 8 <= n1; n += 8)
+        dot8_into(dot8, w, n, w->row_bytes, rs_ggml_type_size(w->type), act, y, accumulate);
     return n;
 }
 
@@ -113,13 +120,8 @@ static void chunk_interleaved(const struct kq_raw_dot *e, const struct kern_mat 
     const size_t bb = rs_ggml_type_size(w->type), nb = w->cols / rs_ggml_block_size(w->type);
     for (uint32_t n = n0; n < n1;) {
         if (e != NULL && e->dot8 != NULL && g == 8 && n % g == 0 && n + g <= n1) {
-            const uint8_t *grp = (const uint8_t *)w->data + (size_t)n * w->row_bytes;
-            for (uint32_t m = 0; m < mr; m++) {
-                float out[8], *ym = y + (size_t)m * ldy + n;
-                e->dot8(grp, bb, g * bb, act[m], w->cols, out);
-                for (int r = 0; r < 8; r++)
-                    ym[r] = accumulate ? ym[r] + out[r] : out[r];
-            }
+            for (uint32_t m = 0; m < mr; m++)
+                dot8_into(e->dot8, w, n, bb, g * bb, act[m], y + (size_t)m * ldy, accumulate);
             n += g;
             continue;
         }
