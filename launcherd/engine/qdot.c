@@ -24,7 +24,7 @@ static size_t up32(size_t n)
 size_t kq_act_bytes(uint32_t K)
 {
     size_t nbp = kq_padded_blocks(K);
-    return up32(nbp * KQ_BLOCK) + up32(nbp * 4) + up32(nbp * 4);
+    return up32(nbp * KQ_BLOCK) + up32(nbp * 4) + up32(nbp * 4) + up32(nbp * 4);
 }
 
 size_t kq_wrow_bytes(uint32_t K)
@@ -40,6 +40,7 @@ void kq_act_at(void *mem, uint32_t K, struct kq_act *a)
     a->q = (int8_t *)p;
     a->d = (float *)(p + up32(nbp * KQ_BLOCK));
     a->s = (int32_t *)(p + up32(nbp * KQ_BLOCK) + up32(nbp * 4));
+    a->h = (int16_t *)(p + up32(nbp * KQ_BLOCK) + 2 * up32(nbp * 4));
 }
 
 void kq_wrow_at(void *mem, uint32_t K, struct kq_wrow *w)
@@ -100,6 +101,13 @@ void kq_quantize_row_on(enum kern_isa isa, const float *x, uint32_t K, uint32_t 
     memset(a->q + (size_t)nb * KQ_BLOCK, 0, (size_t)(nbp - nb) * KQ_BLOCK);
     for (uint32_t b = nb; b < nbp; b++)
         a->d[b] = 0.0f, a->s[b] = 0;
+    /* from the levels, so every variant's sums are the same; O(K) beside a dot's O(K N) */
+    for (uint32_t i = 0; i < 2 * nbp; i++) {
+        int sum = 0;
+        for (int k = 0; k < KQ_BLOCK / 2; k++)
+            sum += a->q[(size_t)i * (KQ_BLOCK / 2) + k];
+        a->h[i] = (int16_t)sum; /* |sum| <= 16 x 127 */
+    }
 }
 
 void kq_quantize_row(const float *x, uint32_t K, uint32_t span, const struct kq_act *a)

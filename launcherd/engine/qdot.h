@@ -40,6 +40,8 @@ struct kq_act {
     int8_t *q;  /* nbp * 32 levels */
     float *d;   /* nbp scales */
     int32_t *s; /* nbp block sums of q */
+    int16_t *h; /* nbp * 2 sums of each 16 levels (the Q6_K row dots' correction for levels
+                   read without their -32 offset; qdot_simd.h) */
 };
 
 /* One unpacked weight row, same padding. */

@@ -100,17 +100,20 @@ QD_INL __m256i qd_q4_0_nibbles(const uint8_t *p, size_t step, int j, int n)
 }
 
 /* Q4_K / Q5_K levels of block j (0..7): chunk j / 2's low (even j) or high nibbles, and for
- * Q5_K bit j of each high byte (at blk + 16) as 16. */
+ * Q5_K bit j of each high byte (at blk + 16) as 16 (16-bit shifts are safe: the mask keeps
+ * bit 4 of each byte, which only that byte's bit j reaches). */
 QD_INL __m256i qd_kq_block(const uint8_t *blk, int j, int five_bit)
 {
     const __m256i m4 = _mm256_set1_epi8(15);
     const uint8_t *ql = blk + (five_bit ? 48 : 16);
     __m256i q = _mm256_loadu_si256((const __m256i *)(ql + 32 * (j / 2)));
     __m256i v = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(q, 4) : q, m4);
-    if (five_bit) {
+    if (five_bit) { /* bit j moved straight to bit 4: one shift, not two (none for j = 4) */
         __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
-        __m256i b = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
-        v = _mm256_or_si256(v, _mm256_slli_epi16(b, 4));
+        __m256i b = j < 4   ? _mm256_slli_epi16(qh, 4 - j)
+                    : j > 4 ? _mm256_srli_epi16(qh, j - 4)
+                            : qh;
+        v = _mm256_or_si256(v, _mm256_and_si256(b, _mm256_set1_epi8(16)));
     }
     return v;
 }
@@ -124,9 +127,9 @@ QD_INL __m256i qd_kq_scales(const uint8_t *blk, __m256i *mi)
     return qd_both_lanes(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
 }
 
-/* Q6_K levels of block j = 4h + r: run r of half h (16-bit shifts are safe: every mask keeps
- * bits that stay inside their byte). */
-QD_INL __m256i qd_q6_block(const uint8_t *blk, int j)
+/* Q6_K levels of block j = 4h + r plus 32 (0..63, never negative): run r of half h (16-bit
+ * shifts are safe: every mask keeps bits that stay inside their byte). */
+QD_INL __m256i qd_q6_block_u(const uint8_t *blk, int j)
 {
     const int h = j / 4, r = j % 4;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
@@ -137,13 +140,25 @@ QD_INL __m256i qd_q6_block(const uint8_t *blk, int j)
                  : r == 1 ? _mm256_slli_epi16(qh, 2)
                  : r == 2 ? qh
                           : _mm256_srli_epi16(qh, 2);
-    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_and_si256(hi, m30)), _mm256_set1_epi8(32));
+    return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+}
+
+/* Q6_K levels of block j (-32..31). */
+QD_INL __m256i qd_q6_block(const uint8_t *blk, int j)
+{
+    return _mm256_sub_epi8(qd_q6_block_u(blk, j), _mm256_set1_epi8(32));
 }
 
 /* Q6_K: the multipliers of half h's 8 sub-blocks as int16 in both lanes. */
 QD_INL __m256i qd_q6_scales(const uint8_t *blk, int h)
 {
     return qd_both_lanes(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(blk + 192 + 8 * h))));
+}
+
+/* Q6_K: the multipliers of all 16 sub-blocks as int16, in order. */
+QD_INL __m256i qd_q6_scales16(const uint8_t *blk)
+{
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
 }
 
 QD_INL float qd_half_at(const uint8_t *p)

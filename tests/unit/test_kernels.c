@@ -715,6 +715,15 @@ static int test_qdot_quantizer_variants_agree(void)
                          "span %u: levels differ", span);
             RS_CHECK_MSG(memcmp(a.s, b.s, kq_padded_blocks(n) * 4) == 0, "span %u: sums differ", span);
             RS_CHECK_MSG(same_floats(a.d, b.d, kq_padded_blocks(n)), "span %u: scales differ", span);
+            RS_CHECK_MSG(memcmp(a.h, b.h, kq_padded_blocks(n) * 4) == 0,
+                         "span %u: 16-level sums differ", span);
+        }
+        for (uint32_t i = 0; i < 2 * kq_padded_blocks(n); i++) { /* h: each 16 levels' sum */
+            int sum = 0;
+            for (uint32_t k = 0; k < 16; k++)
+                sum += a.q[16 * i + k];
+            RS_CHECK_MSG(a.h[i] == sum, "span %u: 16-level sum %u is %d, not %d", span, i,
+                         a.h[i], sum);
         }
         for (uint32_t i = 0; i < KQ_BLOCK; i++) /* the subnormal block's levels are 0 */
             RS_CHECK(span != 32 || a.q[KQ_BLOCK + i] == 0);
