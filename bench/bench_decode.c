@@ -421,9 +421,17 @@ int main(int argc, char **argv)
     double bw = measure_bandwidth(n_bw, a.reps > 3 ? a.reps : 3);
     printf("weights read per token: %.1f MB; memory bandwidth (%d-thread read): %.1f GB/s\n",
            wbytes / 1e6, n_bw, bw / 1e9);
-    if (tps1 > 0)
+    if (tps1 > 0) {
         printf("batch-1 decode: %.1f tok/s = %.2f of the bandwidth bound (%.1f tok/s)\n", tps1,
                tps1 / (bw / wbytes), bw / wbytes);
+        /* The cache's keys and values are read each step too (F32, from DRAM: the weights
+         * streamed through the caches since); the bound above counts the weights alone. */
+        double ctx = a.context + (a.steps + 1) / 2.0;
+        double kvb = ctx * hp->n_layers * hp->n_kv_heads * hp->head_dim * 2 * sizeof(float);
+        printf("batch-1 decode with the KV cache's reads (%.1f MB a token at mean context %.0f): "
+               "%.2f of that bound (%.1f tok/s)\n", kvb / 1e6, ctx,
+               tps1 / (bw / (wbytes + kvb)), bw / (wbytes + kvb));
+    }
     /* Both per CPU-second: the prompt's FLOP/s over the CPUs it had, the peak per thread. */
     double peak = measure_fma_peak(n_bw) / n_bw;
     double fl = prompt_flops(m, a.prompt) / a.prompt * ptps / (pcpus > 0 ? pcpus : 1);
