@@ -72,6 +72,52 @@ INL void scores_block(const float *q, const float *k, uint32_t n, uint32_t hd, f
         out[j] = hsum1(dot_acc(q, k + (size_t)j * hd, hd)) * scale;
 }
 
+/* dot4 for two queries against the same 4 keys, each key loaded once: every accumulator sees
+ * dot4's operations, so each score is dot4's (and hsum1's: hsum4's lanes are its bits). */
+INL void dot4x2(const float *q0, const float *q1, const float *k, uint32_t hd, __m128 *s0,
+                __m128 *s1)
+{
+    __m256 a[4], b[4];
+    UNROLL for (int j = 0; j < 4; j++) a[j] = b[j] = _mm256_setzero_ps();
+    uint32_t i = 0;
+    for (; i + 8 <= hd; i += 8) {
+        __m256 x0 = _mm256_loadu_ps(q0 + i), x1 = _mm256_loadu_ps(q1 + i);
+        UNROLL for (int j = 0; j < 4; j++) {
+            __m256 kv = _mm256_loadu_ps(k + (size_t)j * hd + i);
+            a[j] = _mm256_fmadd_ps(x0, kv, a[j]);
+            b[j] = _mm256_fmadd_ps(x1, kv, b[j]);
+        }
+    }
+    if (i < hd) {
+        __m256i mask = tail_mask(hd - i);
+        __m256 x0 = _mm256_maskload_ps(q0 + i, mask), x1 = _mm256_maskload_ps(q1 + i, mask);
+        UNROLL for (int j = 0; j < 4; j++) {
+            __m256 kv = _mm256_maskload_ps(k + (size_t)j * hd + i, mask);
+            a[j] = _mm256_fmadd_ps(x0, kv, a[j]);
+            b[j] = _mm256_fmadd_ps(x1, kv, b[j]);
+        }
+    }
+    *s0 = hsum4(a[0], a[1], a[2], a[3]);
+    *s1 = hsum4(b[0], b[1], b[2], b[3]);
+}
+
+/* scores_block for two queries against the same n keys. */
+INL void scores_block2(const float *q0, const float *q1, const float *k, uint32_t n, uint32_t hd,
+                       float scale, float *out0, float *out1)
+{
+    uint32_t j = 0;
+    __m128 sc = _mm_set1_ps(scale), s0, s1;
+    for (; j + 4 <= n; j += 4) {
+        dot4x2(q0, q1, k + (size_t)j * hd, hd, &s0, &s1);
+        _mm_storeu_ps(out0 + j, _mm_mul_ps(s0, sc));
+        _mm_storeu_ps(out1 + j, _mm_mul_ps(s1, sc));
+    }
+    for (; j < n; j++) {
+        out0[j] = hsum1(dot_acc(q0, k + (size_t)j * hd, hd)) * scale;
+        out1[j] = hsum1(dot_acc(q1, k + (size_t)j * hd, hd)) * scale;
+    }
+}
+
 /*
  * e^x for 8 lanes: Cephes-style range reduction x = n ln2 + r, a degree-6
  * polynomial for e^r, then 2^n through the exponent bits. Within 1 ulp of
@@ -230,6 +276,42 @@ INL void pv_chunk(const struct kern_kv_layout *kv, const uint32_t *table, size_t
     UNROLL for (int j = 0; j < 8; j++) if (j < nv) _mm256_storeu_ps(out + 8 * j, acc[j]);
 }
 
+/*
+ * pv_chunk for two rows of one sequence, the second one position longer
+ * (positions first .. n_pos of a, where the first stops at n_pos - 1): each v
+ * vector is loaded once for both; each element accumulates in position order
+ * as pv_chunk's (nv <= 4: 8 accumulators).
+ */
+INL void pv_chunk2(const struct kern_kv_layout *kv, const uint32_t *table, size_t off,
+                   const struct kern_attn *a, const float *p0, const float *p1, int nv,
+                   float *out0, float *out1)
+{
+    __m256 acc0[4], acc1[4];
+    UNROLL for (int j = 0; j < 4; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
+    uint32_t bs = kv->block_size, hd = kv->head_dim;
+    for (uint32_t t0 = a->first; t0 < a->n_pos;) {
+        uint32_t slot = t0 % bs, n = bs - slot < a->n_pos - t0 ? bs - slot : a->n_pos - t0;
+        const float *v = kv->v + table[t0 / bs] * kv->block_stride + off + (size_t)slot * hd;
+        const float *pa = p0 + (t0 - a->first), *pb = p1 + (t0 - a->first);
+        for (uint32_t t = 0; t < n; t++, v += hd) {
+            __m256 wa = _mm256_set1_ps(pa[t]), wb = _mm256_set1_ps(pb[t]);
+            UNROLL for (int j = 0; j < 4; j++) if (j < nv) {
+                __m256 vv = _mm256_loadu_ps(v + 8 * j);
+                acc0[j] = _mm256_fmadd_ps(wa, vv, acc0[j]);
+                acc1[j] = _mm256_fmadd_ps(wb, vv, acc1[j]);
+            }
+        }
+        t0 += n;
+    }
+    const float *v = kv->v + table[a->n_pos / bs] * kv->block_stride + off +
+                     (size_t)(a->n_pos % bs) * hd;
+    __m256 wb = _mm256_set1_ps(p1[a->n_pos - a->first]);
+    UNROLL for (int j = 0; j < 4; j++) if (j < nv) {
+        _mm256_storeu_ps(out0 + 8 * j, acc0[j]);
+        _mm256_storeu_ps(out1 + 8 * j, _mm256_fmadd_ps(wb, _mm256_loadu_ps(v + 8 * j), acc1[j]));
+    }
+}
+
 /* The same for the last hd % 8 elements, one scalar FMA chain each. */
 static void pv_tail(const struct kern_kv_layout *kv, const uint32_t *table, size_t off,
                     const struct kern_attn *a, const float *p, uint32_t n_el, float *out)
@@ -309,6 +391,57 @@ TGT void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *ta
     }
 }
 
+/*
+ * kern_attention for two query rows of one sequence at consecutive positions
+ * (a: the first row's span; the second sees one position more), sharing each
+ * key and value load: a prompt's rows read their keys and values from L2, two
+ * loads to an FMA. Every output has the single-row kernel's operations.
+ * scores: n_group * (2 (n_pos - first) + 1) floats.
+ */
+TGT void kern_attention2_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
+                              uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
+                              const float *q0, const float *q1, float *scores, float *out0,
+                              float *out1)
+{
+    uint32_t hd = kv->head_dim, bs = kv->block_size, n0 = a->n_pos - a->first, n1 = n0 + 1;
+    size_t head_off = (size_t)kv_head * bs * hd;
+    float *sc0 = scores, *sc1 = scores + (size_t)n_group * n0;
+    for (uint32_t t0 = a->first; t0 < a->n_pos;) {
+        uint32_t slot = t0 % bs, n = bs - slot < a->n_pos - t0 ? bs - slot : a->n_pos - t0;
+        const float *k = kv_rows(kv, kv->k, table, head_off, t0);
+        for (uint32_t g = 0; g < n_group; g++)
+            scores_block2(q0 + (size_t)g * hd, q1 + (size_t)g * hd, k, n, hd, a->scale,
+                          sc0 + (size_t)g * n0 + (t0 - a->first),
+                          sc1 + (size_t)g * n1 + (t0 - a->first));
+        t0 += n;
+    }
+    const float *k_last = kv_rows(kv, kv->k, table, head_off, a->n_pos);
+    for (uint32_t g = 0; g < n_group; g++)
+        sc1[(size_t)g * n1 + n0] = hsum1(dot_acc(q1 + (size_t)g * hd, k_last, hd)) * a->scale;
+    struct kern_attn a1 = *a;
+    a1.n_pos++;
+    for (uint32_t g = 0; g < n_group; g++) {
+        float *p0 = sc0 + (size_t)g * n0, *p1 = sc1 + (size_t)g * n1;
+        float *o0 = out0 + (size_t)g * hd, *o1 = out1 + (size_t)g * hd;
+        if (a->softcap > 0.0f) {
+            kern_softcap_avx2(p0, n0, a->softcap);
+            kern_softcap_avx2(p1, n1, a->softcap);
+        }
+        softmax8(p0, n0);
+        softmax8(p1, n1);
+        uint32_t d = 0;
+        for (; d + 32 <= hd; d += 32)
+            pv_chunk2(kv, table, head_off + d, a, p0, p1, 4, o0 + d, o1 + d);
+        if (hd - d >= 8)
+            pv_chunk2(kv, table, head_off + d, a, p0, p1, (int)((hd - d) / 8), o0 + d, o1 + d);
+        d += (hd - d) / 8 * 8;
+        if (d < hd) {
+            pv_tail(kv, table, head_off + d, a, p0, hd - d, o0 + d);
+            pv_tail(kv, table, head_off + d, &a1, p1, hd - d, o1 + d);
+        }
+    }
+}
+
 #else /* not x86-64: kernels.c never selects these */
 
 void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
@@ -316,6 +449,17 @@ void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
                          const float *q, float *scores, float *out)
 {
     kern_attention_portable(kv, table, kv_head, n_group, a, q, scores, out);
+}
+
+void kern_attention2_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
+                          uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
+                          const float *q0, const float *q1, float *scores, float *out0,
+                          float *out1)
+{
+    struct kern_attn a1 = *a;
+    a1.n_pos++;
+    kern_attention_portable(kv, table, kv_head, n_group, a, q0, scores, out0);
+    kern_attention_portable(kv, table, kv_head, n_group, &a1, q1, scores, out1);
 }
 
 void kern_geglu_avx2(float *g, const float *u, uint32_t n)

@@ -40,7 +40,7 @@ size_t cpu_row_floats(const struct rs_model_hparams *hp)
 size_t cpu_thread_floats(const struct rs_model_hparams *hp, uint32_t npos)
 {
     size_t group = hp->n_heads / hp->n_kv_heads;
-    size_t n = kern_gemm_scratch_floats((uint32_t)max_cols(hp)) + group * npos;
+    size_t n = kern_gemm_scratch_floats((uint32_t)max_cols(hp)) + group * (2 * (size_t)npos + 1);
     return (n + 15) & ~(size_t)15; /* each thread's scratch on its own cache lines */
 }
 
@@ -229,6 +229,17 @@ static void qk_finish_phase(struct cpu_state *s, uint32_t il, int tid, int nt)
     }
 }
 
+/* 1 when row r + 1 is the next position of row r's sequence, in the same unit head, with the
+ * same first visible position: kern_attention2 takes the two. */
+static int next_row_pairs(const struct cpu_state *s, uint32_t r, int local)
+{
+    if (r + 1 >= s->n_rows || s->row_seq[r + 1] != s->row_seq[r] ||
+        s->row_pos[r + 1] != s->row_pos[r] + 1)
+        return 0;
+    uint32_t first0 = s->row_pos[r] + 1 - visible(s, r, local);
+    return first0 == s->row_pos[r + 1] + 1 - visible(s, r + 1, local);
+}
+
 static void attention_phase(struct cpu_state *s, uint32_t layer, int tid)
 {
     const struct rs_model_hparams *hp = &s->hp;
@@ -250,6 +261,13 @@ static void attention_phase(struct cpu_state *s, uint32_t layer, int tid)
         const struct rs_model_seq *q = &s->seqs[s->row_seq[r]];
         size_t off = (size_t)r * qd + (size_t)h * group * hd;
         struct kern_attn at = {n - visible(s, r, local), n, hp->attn_scale, hp->attn_softcap};
+        if (u + 1 < split[tid + 1] && next_row_pairs(s, r, local)) {
+            /* two prompt rows at once: the same bits, each key and value loaded once */
+            kern_attention2(s->isa, &lay, q->block_table, h, group, &at, s->q + off,
+                            s->q + off + qd, scores, s->att + off, s->att + off + qd);
+            u++;
+            continue;
+        }
         kern_attention(s->isa, &lay, q->block_table, h, group, &at, s->q + off, scores,
                        s->att + off);
     }

@@ -181,6 +181,16 @@ void kern_attention(enum kern_isa isa, const struct kern_kv_layout *kv, const ui
                     uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                     const float *q, float *scores, float *out);
 
+/*
+ * kern_attention for two query rows of one sequence at consecutive positions:
+ * row 0 sees a's span, row 1 the same span and one position more (n_pos).
+ * Same bits as two kern_attention calls; the AVX2 kernel loads each key and
+ * value once for both rows. scores: n_group * (2 (n_pos - first) + 1) floats.
+ */
+void kern_attention2(enum kern_isa isa, const struct kern_kv_layout *kv, const uint32_t *table,
+                     uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
+                     const float *q0, const float *q1, float *scores, float *out0, float *out1);
+
 /* out[i] = x[i] * w[i] / sqrt(mean(x^2) + eps), n values; ISA-independent. */
 void kern_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out);
 
@@ -240,6 +250,10 @@ void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *ta
 void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
                          uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                          const float *q, float *scores, float *out);
+void kern_attention2_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
+                          uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
+                          const float *q0, const float *q1, float *scores, float *out0,
+                          float *out1);
 void kern_swiglu_portable(float *g, const float *u, uint32_t n);
 void kern_geglu_portable(float *g, const float *u, uint32_t n);
 void kern_softcap_portable(float *x, uint32_t n, float cap);

@@ -301,13 +301,27 @@ static int check_attention(enum kern_isa isa, uint32_t hd, uint32_t group, uint3
                          kern_isa_name(isa), hd, g, first, npos, (double)cap, out[g * hd + i], o);
         }
     }
+    if (npos - 1 > first) { /* two rows at once: the row before, and this one, bit for bit */
+        float *q0 = rand_vec((size_t)group * hd), *o0 = malloc((size_t)group * hd * 4);
+        float *p0 = malloc((size_t)group * hd * 4), *p1 = malloc((size_t)group * hd * 4);
+        float *sc2 = malloc((size_t)group * (2 * npos + 1) * 4);
+        struct kern_attn a0 = {first, npos - 1, scale, cap};
+        kern_attention(isa, &lay, table, kvh, group, &a0, q0, scores, o0);
+        kern_attention2(isa, &lay, table, kvh, group, &a0, q0, q, sc2, p0, p1);
+        RS_CHECK_MSG(memcmp(p0, o0, (size_t)group * hd * 4) == 0 &&
+                         memcmp(p1, out, (size_t)group * hd * 4) == 0,
+                     "%s hd%u [%u,%u) cap %g: two rows at once differ from one by one",
+                     kern_isa_name(isa), hd, first, npos, (double)cap);
+        free(q0), free(o0), free(p0), free(p1), free(sc2);
+    }
     free(k), free(v), free(table), free(q), free(out), free(scores);
     return 0;
 }
 
 static int test_attention_matches_reference(void)
 {
-    static const uint32_t cases[][3] = {{8, 2, 1}, {8, 2, 37}, {24, 1, 13}, {64, 4, 200}, {6, 3, 9}};
+    static const uint32_t cases[][3] = {{8, 2, 1},   {8, 2, 37}, {24, 1, 13},
+                                        {64, 4, 200}, {6, 3, 9},  {44, 2, 23}};
     for (int isa = 0; isa <= (have_avx2() ? 1 : 0); isa++)
         for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
             if (check_attention((enum kern_isa)isa, cases[c][0], cases[c][1], 0, cases[c][2],
