@@ -251,6 +251,15 @@ TGT void kern_geglu_avx2(float *g, const float *u, uint32_t n)
                    n - i);
 }
 
+/* Position t0's row of a head (head_off: the head's offset in a block, plus any offset within
+ * the row), the block's later rows after it; base: kv->k or kv->v. */
+INL const float *kv_rows(const struct kern_kv_layout *kv, const float *base, const uint32_t *table,
+                         size_t head_off, uint32_t t0)
+{
+    uint32_t bs = kv->block_size;
+    return base + table[t0 / bs] * kv->block_stride + head_off + (size_t)(t0 % bs) * kv->head_dim;
+}
+
 /*
  * out[0..8*nv) = sum over t of p[t - first] * v_t for t in [first, n_pos),
  * v_t at the paged positions; each element accumulates in position order in
@@ -264,7 +273,7 @@ INL void pv_chunk(const struct kern_kv_layout *kv, const uint32_t *table, size_t
     uint32_t bs = kv->block_size, hd = kv->head_dim;
     for (uint32_t t0 = a->first; t0 < a->n_pos;) {
         uint32_t slot = t0 % bs, n = bs - slot < a->n_pos - t0 ? bs - slot : a->n_pos - t0;
-        const float *v = kv->v + table[t0 / bs] * kv->block_stride + off + (size_t)slot * hd;
+        const float *v = kv_rows(kv, kv->v, table, off, t0);
         const float *pt0 = p + (t0 - a->first);
         for (uint32_t t = 0; t < n; t++, v += hd) {
             __m256 pt = _mm256_set1_ps(pt0[t]);
@@ -291,7 +300,7 @@ INL void pv_chunk2(const struct kern_kv_layout *kv, const uint32_t *table, size_
     uint32_t bs = kv->block_size, hd = kv->head_dim;
     for (uint32_t t0 = a->first; t0 < a->n_pos;) {
         uint32_t slot = t0 % bs, n = bs - slot < a->n_pos - t0 ? bs - slot : a->n_pos - t0;
-        const float *v = kv->v + table[t0 / bs] * kv->block_stride + off + (size_t)slot * hd;
+        const float *v = kv_rows(kv, kv->v, table, off, t0);
         const float *pa = p0 + (t0 - a->first), *pb = p1 + (t0 - a->first);
         for (uint32_t t = 0; t < n; t++, v += hd) {
             __m256 wa = _mm256_set1_ps(pa[t]), wb = _mm256_set1_ps(pb[t]);
@@ -303,8 +312,7 @@ INL void pv_chunk2(const struct kern_kv_layout *kv, const uint32_t *table, size_
         }
         t0 += n;
     }
-    const float *v = kv->v + table[a->n_pos / bs] * kv->block_stride + off +
-                     (size_t)(a->n_pos % bs) * hd;
+    const float *v = kv_rows(kv, kv->v, table, off, a->n_pos);
     __m256 wb = _mm256_set1_ps(p1[a->n_pos - a->first]);
     UNROLL for (int j = 0; j < 4; j++) if (j < nv) {
         _mm256_storeu_ps(out0 + 8 * j, acc0[j]);
@@ -344,14 +352,6 @@ INL void prefetch_rows(const float *p, uint32_t n, uint32_t hd, int t0)
         else
             _mm_prefetch(c, _MM_HINT_T1);
     }
-}
-
-/* Rows [t0, t0 + n) of the block holding t0 (within one block), at base (kv->k or kv->v). */
-INL const float *kv_rows(const struct kern_kv_layout *kv, const float *base, const uint32_t *table,
-                         size_t head_off, uint32_t t0)
-{
-    uint32_t bs = kv->block_size;
-    return base + table[t0 / bs] * kv->block_stride + head_off + (size_t)(t0 % bs) * kv->head_dim;
 }
 
 TGT void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
