@@ -149,10 +149,14 @@ static int test_gemm_avx2_matches_portable(void)
  * column slicing) equals, bit for bit, the same row computed alone (register
  * path) and the F32 matrix of the dequantized values.
  */
+/* Long K too, and at 2048 more than one of the AVX2 GEMM's activation blocks. */
+static const uint32_t inv_shapes[][2] = {{23, 148}, {23, 1100}, {50, 2048}};
+
 static int check_rows_invariant(enum kern_isa isa)
 {
-    for (size_t ti = 0; ti < N_TYPES; ti++) {
-        uint32_t M = 23, K = fit_cols(types[ti], 148), N = 19;
+    for (size_t i = 0; i < N_TYPES * 3; i++) {
+        size_t ti = i / 3;
+        uint32_t M = inv_shapes[i % 3][0], K = fit_cols(types[ti], inv_shapes[i % 3][1]), N = 19;
         float *deq, *x = rand_vec((size_t)M * K);
         struct kern_mat w = make_mat(types[ti], N, K, &deq);
         struct kern_mat wf = {deq, RS_GGML_F32, N, K, (size_t)K * 4, 0, 0};
@@ -164,15 +168,16 @@ static int check_rows_invariant(enum kern_isa isa)
         for (size_t c = 0; c + 1 < sizeof(cuts) / sizeof(cuts[0]); c++)
             kern_gemm(isa, &w, x, K, M, all, N, cuts[c], cuts[c + 1], 0, scr);
         kern_gemm(isa, &wf, x, K, M, f32, N, 0, N, 0, scr);
-        RS_CHECK_MSG(memcmp(all, f32, (size_t)M * N * 4) == 0, "%s %s: differs from dequantized F32",
-                     kern_isa_name(isa), rs_ggml_type_name(types[ti]));
+        RS_CHECK_MSG(memcmp(all, f32, (size_t)M * N * 4) == 0,
+                     "%s %s K%u: differs from dequantized F32", kern_isa_name(isa),
+                     rs_ggml_type_name(types[ti]), K);
         for (uint32_t m = 0; m < M; m++) {
             for (uint32_t rows = 1; rows <= 3 && m + rows <= M; rows++) {
                 float *few = calloc((size_t)rows * N, sizeof(float));
                 kern_gemm(isa, &w, x + (size_t)m * K, K, rows, few, N, 0, N, 0, scr);
                 RS_CHECK_MSG(memcmp(few, all + (size_t)m * N, N * 4) == 0,
-                             "%s %s: row %u differs in a %u-row batch", kern_isa_name(isa),
-                             rs_ggml_type_name(types[ti]), m, rows);
+                             "%s %s K%u: row %u differs in a %u-row batch", kern_isa_name(isa),
+                             rs_ggml_type_name(types[ti]), K, m, rows);
                 free(few);
             }
         }
