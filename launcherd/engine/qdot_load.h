@@ -81,10 +81,11 @@ QD_INL int qd_group_blocks(uint32_t g, uint32_t nb)
     return nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
 }
 
-/* Q8_0 levels of block j at p (the group's first block); zero from block n on. */
-QD_INL __m256i qd_q8_0_block(const uint8_t *p, int j, int n)
+/* Q8_0 levels of block j at p (the group's first block; step bytes after block 0); zero from
+ * block n on. */
+QD_INL __m256i qd_q8_0_block(const uint8_t *p, size_t step, int j, int n)
 {
-    return j < n ? _mm256_loadu_si256((const __m256i *)(p + j * RS_QUANT_Q8_0_BYTES + 2))
+    return j < n ? _mm256_loadu_si256((const __m256i *)(p + (size_t)j * step + 2))
                  : _mm256_setzero_si256();
 }
 
@@ -168,16 +169,17 @@ QD_INL float qd_half_at(const uint8_t *p)
     return _cvtsh_ss(h);
 }
 
-/* Q8_0 / Q4_0: blocks 8g .. 8g + 7 (those past nb zero, as the padding). */
-QD_INL void qd_load_q8_0(const uint8_t *row, uint32_t g, uint32_t nb, struct qd_group *o)
+/* Q8_0 / Q4_0: blocks 8g .. 8g + 7, step bytes apart (those past nb zero, as the padding). */
+QD_INL void qd_load_q8_0(const uint8_t *row, size_t step, uint32_t g, uint32_t nb,
+                         struct qd_group *o)
 {
     int n = qd_group_blocks(g, nb);
-    const uint8_t *p = row + (size_t)8 * g * RS_QUANT_Q8_0_BYTES;
+    const uint8_t *p = row + (size_t)8 * g * step;
     QD_UNROLL for (int j = 0; j < 8; j++) {
-        o->q[j] = qd_q8_0_block(p, j, n);
+        o->q[j] = qd_q8_0_block(p, step, j, n);
         o->sc[j] = _mm256_set1_epi16(1); /* padding blocks are zero levels */
     }
-    o->ws = qd_halves(p, RS_QUANT_Q8_0_BYTES, n);
+    o->ws = qd_halves(p, step, n);
     o->d = o->dmin = 0.0f, o->mi = _mm256_setzero_si256(); /* every field set: no type reads junk */
 }
 

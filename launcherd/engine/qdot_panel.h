@@ -258,7 +258,7 @@ QD_TGT static void unpack_row(enum rs_ggml_type t, const uint8_t *src, size_t st
     for (uint32_t g = g0; g < g1; g++) {
         struct qd_group o;
         if (t == RS_GGML_Q8_0)
-            qd_load_q8_0(src, g, nb, &o);
+            qd_load_q8_0(src, step, g, nb, &o);
         else if (t == RS_GGML_Q4_0)
             qd_load_q4_0(src, step, g, nb, &o);
         else if (t == RS_GGML_Q6_K)

@@ -90,7 +90,7 @@ QD_INL float qd_group_term(const uint8_t *p, int n, __m256 ws, int q4, const str
         if (q4) {
             v[j] = QD_BLOCK_SUM(qd_q4_0_nibbles(p, RS_QUANT_Q4_0_BYTES, j, n), xq, ones);
         } else {
-            __m256i q = qd_q8_0_block(p, j, n);
+            __m256i q = qd_q8_0_block(p, RS_QUANT_Q8_0_BYTES, j, n);
             v[j] = QD_BLOCK_SUM(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q), ones);
         }
     }
@@ -202,9 +202,7 @@ QD_INL void qd_blocks_dot(const uint8_t *row, const struct kq_act *const *x, int
  * vector add per block where the one-row dot spends 8 scalar adds and the
  * lane extractions per 8 blocks (perf of one-thread Q4_0 decode:
  * instruction-bound, not bound by the adds' latency). The padding blocks'
- * +0 terms are skipped (qdot.h). Q8_0 measured slower with 8 rows (its block
- * is a plain load, and the 8 streams cost more than the adds saved) and keeps
- * its one-row dot.
+ * +0 terms are skipped (qdot.h). Q8_0 has its own, over interleaved rows only.
  */
 QD_TGT static void QD_PREFIX(q4_0_rows8)(const uint8_t *row, size_t row_step,
                                          size_t block_step, const struct kq_act *x, uint32_t K,
@@ -248,6 +246,38 @@ QD_TGT static void QD_PREFIX(q4_0_rows8)(const uint8_t *row, size_t row_step,
     }
     /* row r is in lane r / 2 (even r) or 4 + r / 2 (odd r) */
     _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+/*
+ * Q8_0: 8 weight rows against one activation row, over interleaved rows (its
+ * one-row dot stays for plain ones: 8 streams cost it more than the adds
+ * saved). Per block, each row's sign-fixed products; one horizontal-add tree
+ * gives the 8 rows' block sums in lane order, and lane r adds (ws * dx) * isum
+ * in block order: the one-row dot's terms in its order, so its bits.
+ */
+QD_TGT static void QD_PREFIX(q8_0_rows8)(const uint8_t *row, size_t row_step,
+                                         size_t block_step, const struct kq_act *x, uint32_t K,
+                                         float *out)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (uint32_t b = 0; b < K / KQ_BLOCK; b++) {
+        const uint8_t *p = row + (size_t)b * block_step;
+        QD_UNROLL for (int l = 0; l < 5; l++) /* 8 blocks, 272 bytes: one stream, a fixed
+                                                  distance ahead */
+            _mm_prefetch((const char *)p + QD_PF_AHEAD + 64 * l, _MM_HINT_T0);
+        __m256i xq = _mm256_loadu_si256((const __m256i *)(x->q + 32 * (size_t)b));
+        __m256i v[8];
+        uint16_t h[8];
+        QD_UNROLL for (int r = 0; r < 8; r++) {
+            __m256i q = qd_q8_0_block(p + (size_t)r * row_step, 0, 0, 1);
+            v[r] = QD_BLOCK_SUM(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q), ones);
+            memcpy(&h[r], p + (size_t)r * row_step, 2);
+        }
+        __m256 s = _mm256_mul_ps(qd_halves8(h), _mm256_set1_ps(x->d[b]));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(s, _mm256_cvtepi32_ps(qd_hsum8(v))));
+    }
+    _mm256_storeu_ps(out, acc);
 }
 
 /* One row's super-block sums folded to 4 lanes: its blocks' sums low, its offsets' high. */
@@ -354,7 +384,7 @@ QD_DOT8(q5_k, 5)
 QD_DOT8(q6_k, 6)
 
 const struct kq_raw_dot QD_PREFIX(table)[] = {
-    {RS_GGML_Q8_0, QD_PREFIX(q8_0), NULL, 0}, /* its one-row dot measured faster */
+    {RS_GGML_Q8_0, QD_PREFIX(q8_0), QD_PREFIX(q8_0_rows8), 0},
     {RS_GGML_Q4_0, QD_PREFIX(q4_0), QD_PREFIX(q4_0_rows8), 1},
     {RS_GGML_Q4_K, QD_PREFIX(q4_k), QD_PREFIX(q4_k_rows8), 0},
     {RS_GGML_Q5_K, QD_PREFIX(q5_k), QD_PREFIX(q5_k_rows8), 0},
