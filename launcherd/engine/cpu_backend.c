@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The CPU backend: fills rs_backend_cpu. Weights stay a view of the mapped
- * GGUF (Q4_0 and K-quant rows interleaved in place in the model's own copy,
+ * GGUF (quantized rows interleaved in place in the model's own copy,
  * for the batch-1 dot: interleave_mat); the KV cache is one F32 allocation of
  * paged blocks; a step runs as one SPMD function on the persistent pool (cpu_forward.c), after this file
  * sizes the scratch and splits the attention work.

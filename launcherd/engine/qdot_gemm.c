@@ -5,7 +5,7 @@
  * slice dotted with up to KQ_DOT_ROWS rows at a time: unpacked in registers by the
  * SIMD variants, into scratch by the portable one; one activation row against
  * 8 weight rows at a time where the variant has a dot8: over interleaved rows
- * (kern_mat_row; Q4_0 and the K-quants with AVX2) for every activation row,
+ * (kern_mat_row; every quantized type with AVX2) for every activation row,
  * over plain ones for a single row where it is faster there (Q4_0). Each
  * output is one kq dot of its own weight row and its own activation row, so
  * chunking, slicing and the batch never change a bit. With AVX-512 VNNI and
