@@ -444,9 +444,26 @@ rs_err rs_gguf_open_mem(const void *data, size_t size, rs_gguf **out, char *err,
  * of a truncated file raises SIGBUS; a rewritten one changes the weights under
  * a running model); one changed during the read is refused, never half-used.
  */
+/* size bytes of anonymous memory starting on a 2 MB boundary, so that every 2 MB of it can be
+ * one huge page (MAP_FAILED on failure). */
+static void *map_aligned(size_t size)
+{
+    const size_t huge = (size_t)2 << 20, page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t len = (size + page - 1) & ~(page - 1);
+    uint8_t *raw = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    if (raw == MAP_FAILED)
+        return MAP_FAILED;
+    uint8_t *p = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    munmap(p + len, (size_t)(raw + len + huge - (p + len)));
+    return p;
+}
+
 static void *read_private(int fd, size_t size, const char *path, char *err, size_t err_len)
 {
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = map_aligned(size);
     if (p == MAP_FAILED) {
         if (err != NULL)
             snprintf(err, err_len, "%s: %zu bytes of memory for its private copy: %s", path,
@@ -543,6 +560,11 @@ uint32_t rs_gguf_version(const rs_gguf *g) { return g->version; }
 uint64_t rs_gguf_file_size(const rs_gguf *g) { return g->size; }
 uint64_t rs_gguf_data_offset(const rs_gguf *g) { return g->data_off; }
 uint32_t rs_gguf_alignment(const rs_gguf *g) { return g->alignment; }
+const void *rs_gguf_bytes(const rs_gguf *g)
+{
+    return g->base;
+}
+
 const char *rs_gguf_path(const rs_gguf *g) { return g->path; }
 uint64_t rs_gguf_n_kv(const rs_gguf *g) { return g->n_kv; }
 uint64_t rs_gguf_n_tensors(const rs_gguf *g) { return g->n_tensors; }

@@ -102,6 +102,7 @@ uint64_t rs_gguf_file_size(const rs_gguf *g);
 uint64_t rs_gguf_data_offset(const rs_gguf *g); /* file offset of the tensor data section */
 uint32_t rs_gguf_alignment(const rs_gguf *g);
 const char *rs_gguf_path(const rs_gguf *g);     /* "" when opened from memory */
+const void *rs_gguf_bytes(const rs_gguf *g);    /* the file's rs_gguf_file_size bytes */
 
 /* --- metadata ------------------------------------------------------------- */
 uint64_t rs_gguf_n_kv(const rs_gguf *g);

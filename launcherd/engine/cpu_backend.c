@@ -30,27 +30,38 @@ static struct kern_mat mat_of(const struct llama_mat *m, int dot, enum kern_isa 
 }
 
 /*
+ * The model's own copy (own_weights) made writable (on = 1) for the
+ * interleaving, or read-only again (on = 0): the whole copy at once. A range
+ * per matrix split the 2 MB pages at its ends into 4 KB mappings, and with
+ * matrices under 2 MB that was most of them (smaps: a third of a Q6_K model's
+ * copy left in huge pages). 0 on success.
+ */
+static int weights_writable(const struct llama_desc *d, int on)
+{
+    if (!d->own_weights || d->gguf == NULL)
+        return -1;
+    void *base = (void *)(uintptr_t)rs_gguf_bytes(d->gguf);
+    size_t size = (size_t)rs_gguf_file_size(d->gguf);
+    if (mprotect(base, size, on ? PROT_READ | PROT_WRITE : PROT_READ) == 0)
+        return 0;
+    rs_log_warn("cpu: mprotect of the weights: %s%s", strerror(errno),
+                on ? "; rows stay plain" : "");
+    return -1;
+}
+
+/*
  * Lays w's rows out interleaved where the integer dot reads them faster
- * (kern_qdot_interleave; launcherd/README.md), in place: only in the model's
- * own copy (own_weights), its pages writable for the move and read-only again
- * after. Any failure leaves the plain rows, which every path reads too.
+ * (kern_qdot_interleave; launcherd/README.md), in place, in the model's own
+ * copy made writable by weights_writable. Any failure leaves the plain rows,
+ * which every path reads too.
  */
 static void interleave_mat(struct kern_mat *w, enum kern_isa isa, const struct llama_desc *d)
 {
     uint32_t g = kern_qdot_interleave(isa, w);
-    if (g == 0 || !d->own_weights || w->data == d->tok_embd.data) /* the lookup reads rows */
+    if (g == 0 || w->data == d->tok_embd.data) /* the lookup reads rows */
         return;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = (uintptr_t)w->data & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)w->data + (size_t)w->rows * w->row_bytes + page - 1) & ~(page - 1);
-    if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) != 0) {
-        rs_log_warn("cpu: %s rows stay plain: mprotect: %s", rs_ggml_type_name(w->type),
-                    strerror(errno));
-        return;
-    }
     if (kern_interleave_rows(w, (void *)(uintptr_t)w->data, g) == RS_OK)
         w->interleave = g;
-    (void)mprotect((void *)lo, hi - lo, PROT_READ);
 }
 
 /*
@@ -140,7 +151,7 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         free(s);
         return RS_ENOMEM;
     }
-    int dot = opts->dot;
+    int dot = opts->dot, writable = weights_writable(d, 1) == 0;
     for (uint32_t i = 0; i < s->hp.n_layers; i++) {
         const struct llama_layer *l = &d->layers[i];
         struct cpu_layer *c = &s->layers[i];
@@ -153,12 +164,15 @@ static rs_err cpu_load(const struct llama_desc *d, const struct rs_model_opts *o
         c->w_down = mat_of(&l->w_down, dot, s->isa);
         struct kern_mat *m[LAYER_MATS];
         layer_mats(c, m);
-        for (size_t j = 0; j < LAYER_MATS; j++)
+        for (size_t j = 0; writable && j < LAYER_MATS; j++)
             interleave_mat(m[j], s->isa, d);
     }
     s->tok_embd = mat_of(&d->tok_embd, dot, s->isa);
     s->output = mat_of(&d->output, dot, s->isa);
-    interleave_mat(&s->output, s->isa, d);
+    if (writable) {
+        interleave_mat(&s->output, s->isa, d);
+        (void)weights_writable(d, 0);
+    }
     rs_err rc = pool_create(opts->n_threads, opts->barrier_spin_us, opts->idle_spin_us, &s->pool);
     if (rc != RS_OK) {
         free(s->layers);
