@@ -251,13 +251,12 @@ TGT void kern_geglu_avx2(float *g, const float *u, uint32_t n)
                    n - i);
 }
 
-/* Position t0's row of a head (head_off: the head's offset in a block, plus any offset within
- * the row), the block's later rows after it; base: kv->k or kv->v. */
-INL const float *kv_rows(const struct kern_kv_layout *kv, const float *base, const uint32_t *table,
-                         size_t head_off, uint32_t t0)
+/* Positions from t0 to the end of its cache block, or to end if that comes first: one
+ * contiguous run of a head's rows. */
+INL uint32_t run_len(const struct kern_kv_layout *kv, uint32_t t0, uint32_t end)
 {
-    uint32_t bs = kv->block_size;
-    return base + table[t0 / bs] * kv->block_stride + head_off + (size_t)(t0 % bs) * kv->head_dim;
+    uint32_t left = kv->block_size - t0 % kv->block_size;
+    return left < end - t0 ? left : end - t0;
 }
 
 /*
@@ -270,10 +269,10 @@ INL void pv_chunk(const struct kern_kv_layout *kv, const uint32_t *table, size_t
 {
     __m256 acc[8];
     UNROLL for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
-    uint32_t bs = kv->block_size, hd = kv->head_dim;
+    uint32_t hd = kv->head_dim;
     for (uint32_t t0 = a->first; t0 < a->n_pos;) {
-        uint32_t slot = t0 % bs, n = bs - slot < a->n_pos - t0 ? bs - slot : a->n_pos - t0;
-        const float *v = kv_rows(kv, kv->v, table, off, t0);
+        uint32_t n = run_len(kv, t0, a->n_pos);
+        const float *v = kern_kv_row(kv, kv->v, table, off, t0);
         const float *pt0 = p + (t0 - a->first);
         for (uint32_t t = 0; t < n; t++, v += hd) {
             __m256 pt = _mm256_set1_ps(pt0[t]);
@@ -297,10 +296,10 @@ INL void pv_chunk2(const struct kern_kv_layout *kv, const uint32_t *table, size_
 {
     __m256 acc0[4], acc1[4];
     UNROLL for (int j = 0; j < 4; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
-    uint32_t bs = kv->block_size, hd = kv->head_dim;
+    uint32_t hd = kv->head_dim;
     for (uint32_t t0 = a->first; t0 < a->n_pos;) {
-        uint32_t slot = t0 % bs, n = bs - slot < a->n_pos - t0 ? bs - slot : a->n_pos - t0;
-        const float *v = kv_rows(kv, kv->v, table, off, t0);
+        uint32_t n = run_len(kv, t0, a->n_pos);
+        const float *v = kern_kv_row(kv, kv->v, table, off, t0);
         const float *pa = p0 + (t0 - a->first), *pb = p1 + (t0 - a->first);
         for (uint32_t t = 0; t < n; t++, v += hd) {
             __m256 wa = _mm256_set1_ps(pa[t]), wb = _mm256_set1_ps(pb[t]);
@@ -312,7 +311,7 @@ INL void pv_chunk2(const struct kern_kv_layout *kv, const uint32_t *table, size_
         }
         t0 += n;
     }
-    const float *v = kv_rows(kv, kv->v, table, off, a->n_pos);
+    const float *v = kern_kv_row(kv, kv->v, table, off, a->n_pos);
     __m256 wb = _mm256_set1_ps(p1[a->n_pos - a->first]);
     UNROLL for (int j = 0; j < 4; j++) if (j < nv) {
         _mm256_storeu_ps(out0 + 8 * j, acc0[j]);
@@ -324,13 +323,10 @@ INL void pv_chunk2(const struct kern_kv_layout *kv, const uint32_t *table, size_
 static void pv_tail(const struct kern_kv_layout *kv, const uint32_t *table, size_t off,
                     const struct kern_attn *a, const float *p, uint32_t n_el, float *out)
 {
-    uint32_t bs = kv->block_size;
     for (uint32_t i = 0; i < n_el; i++) {
         float acc = 0.0f;
         for (uint32_t t = a->first; t < a->n_pos; t++)
-            acc = fmaf(p[t - a->first], kv->v[table[t / bs] * kv->block_stride + off +
-                                               (size_t)(t % bs) * kv->head_dim + i],
-                       acc);
+            acc = fmaf(p[t - a->first], kern_kv_row(kv, kv->v, table, off, t)[i], acc);
         out[i] = acc;
     }
 }
@@ -361,15 +357,15 @@ TGT void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *ta
     uint32_t hd = kv->head_dim, bs = kv->block_size, n_sc = a->n_pos - a->first;
     size_t head_off = (size_t)kv_head * bs * hd;
     for (uint32_t t0 = a->first; t0 < a->n_pos;) {
-        uint32_t slot = t0 % bs, n = bs - slot < a->n_pos - t0 ? bs - slot : a->n_pos - t0;
-        const float *k = kv_rows(kv, kv->k, table, head_off, t0);
+        uint32_t n = run_len(kv, t0, a->n_pos);
+        const float *k = kern_kv_row(kv, kv->k, table, head_off, t0);
         /* the next run of keys into L1 while this one is scored; this run's values into L2
          * for the weighted sum after the softmax */
         if (t0 + n < a->n_pos) {
-            uint32_t n2 = a->n_pos - (t0 + n) < bs ? a->n_pos - (t0 + n) : bs;
-            prefetch_rows(kv_rows(kv, kv->k, table, head_off, t0 + n), n2, hd, 1);
+            prefetch_rows(kern_kv_row(kv, kv->k, table, head_off, t0 + n),
+                          run_len(kv, t0 + n, a->n_pos), hd, 1);
         }
-        prefetch_rows(kv_rows(kv, kv->v, table, head_off, t0), n, hd, 0);
+        prefetch_rows(kern_kv_row(kv, kv->v, table, head_off, t0), n, hd, 0);
         for (uint32_t g = 0; g < n_group; g++)
             scores_block(q + (size_t)g * hd, k, n, hd, a->scale,
                          scores + (size_t)g * n_sc + (t0 - a->first));
@@ -407,15 +403,15 @@ TGT void kern_attention2_avx2(const struct kern_kv_layout *kv, const uint32_t *t
     size_t head_off = (size_t)kv_head * bs * hd;
     float *sc0 = scores, *sc1 = scores + (size_t)n_group * n0;
     for (uint32_t t0 = a->first; t0 < a->n_pos;) {
-        uint32_t slot = t0 % bs, n = bs - slot < a->n_pos - t0 ? bs - slot : a->n_pos - t0;
-        const float *k = kv_rows(kv, kv->k, table, head_off, t0);
+        uint32_t n = run_len(kv, t0, a->n_pos);
+        const float *k = kern_kv_row(kv, kv->k, table, head_off, t0);
         for (uint32_t g = 0; g < n_group; g++)
             scores_block2(q0 + (size_t)g * hd, q1 + (size_t)g * hd, k, n, hd, a->scale,
                           sc0 + (size_t)g * n0 + (t0 - a->first),
                           sc1 + (size_t)g * n1 + (t0 - a->first));
         t0 += n;
     }
-    const float *k_last = kv_rows(kv, kv->k, table, head_off, a->n_pos);
+    const float *k_last = kern_kv_row(kv, kv->k, table, head_off, a->n_pos);
     for (uint32_t g = 0; g < n_group; g++)
         sc1[(size_t)g * n1 + n0] = hsum1(dot_acc(q1 + (size_t)g * hd, k_last, hd)) * a->scale;
     struct kern_attn a1 = *a;
@@ -456,10 +452,7 @@ void kern_attention2_avx2(const struct kern_kv_layout *kv, const uint32_t *table
                           const float *q0, const float *q1, float *scores, float *out0,
                           float *out1)
 {
-    struct kern_attn a1 = *a;
-    a1.n_pos++;
-    kern_attention_portable(kv, table, kv_head, n_group, a, q0, scores, out0);
-    kern_attention_portable(kv, table, kv_head, n_group, &a1, q1, scores, out1);
+    kern_attention2_portable(kv, table, kv_head, n_group, a, q0, q1, scores, out0, out1);
 }
 
 void kern_geglu_avx2(float *g, const float *u, uint32_t n)

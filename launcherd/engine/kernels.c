@@ -138,14 +138,10 @@ void kern_attention2(enum kern_isa isa, const struct kern_kv_layout *kv, const u
                      uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                      const float *q0, const float *q1, float *scores, float *out0, float *out1)
 {
-    if (isa >= KERN_AVX2) { /* AVX512: AVX2's float kernels */
+    if (isa >= KERN_AVX2) /* AVX512: AVX2's float kernels */
         kern_attention2_avx2(kv, table, kv_head, n_group, a, q0, q1, scores, out0, out1);
-        return;
-    }
-    struct kern_attn a1 = *a;
-    a1.n_pos++;
-    kern_attention_portable(kv, table, kv_head, n_group, a, q0, scores, out0);
-    kern_attention_portable(kv, table, kv_head, n_group, &a1, q1, scores, out1);
+    else
+        kern_attention2_portable(kv, table, kv_head, n_group, a, q0, q1, scores, out0, out1);
 }
 
 void kern_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out)

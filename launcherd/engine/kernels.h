@@ -160,6 +160,18 @@ struct kern_kv_layout {
     uint32_t head_dim;
 };
 
+/*
+ * Position t's key or value row (base: kv->k or kv->v) through the block
+ * table; off: the KV head's offset in a block (kv_head x block_size x
+ * head_dim), plus any offset within the row. The block's later positions follow it.
+ */
+static inline const float *kern_kv_row(const struct kern_kv_layout *kv, const float *base,
+                                       const uint32_t *table, size_t off, uint32_t t)
+{
+    uint32_t bs = kv->block_size;
+    return base + table[t / bs] * kv->block_stride + off + (size_t)(t % bs) * kv->head_dim;
+}
+
 /* What one query row attends to, and how its scores are formed. */
 struct kern_attn {
     uint32_t first; /* first visible position (a sliding window's start); 0: from the start */
@@ -250,6 +262,10 @@ void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *ta
 void kern_attention_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
                          uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                          const float *q, float *scores, float *out);
+void kern_attention2_portable(const struct kern_kv_layout *kv, const uint32_t *table,
+                              uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
+                              const float *q0, const float *q1, float *scores, float *out0,
+                              float *out1);
 void kern_attention2_avx2(const struct kern_kv_layout *kv, const uint32_t *table,
                           uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                           const float *q0, const float *q1, float *scores, float *out0,

@@ -65,21 +65,14 @@ void kern_gemm_portable(const struct kern_mat *w, const float *x, size_t ldx, ui
     }
 }
 
-/* Key (or value) vector of position t of KV head kv_head through the block table. */
-static const float *kv_at(const struct kern_kv_layout *kv, const float *base, const uint32_t *table,
-                          uint32_t kv_head, uint32_t t)
-{
-    uint32_t bs = kv->block_size;
-    return base + table[t / bs] * kv->block_stride + ((size_t)kv_head * bs + t % bs) * kv->head_dim;
-}
-
 void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *table,
                              uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
                              const float *q, float *scores, float *out)
 {
     uint32_t hd = kv->head_dim, t0 = a->first, n = a->n_pos - a->first;
+    size_t head_off = (size_t)kv_head * kv->block_size * hd;
     for (uint32_t t = 0; t < n; t++) {
-        const float *k = kv_at(kv, kv->k, table, kv_head, t0 + t);
+        const float *k = kern_kv_row(kv, kv->k, table, head_off, t0 + t);
         for (uint32_t g = 0; g < n_group; g++)
             scores[(size_t)g * n + t] = dot8(q + (size_t)g * hd, k, hd) * a->scale;
     }
@@ -99,13 +92,24 @@ void kern_attention_portable(const struct kern_kv_layout *kv, const uint32_t *ta
         memset(out + (size_t)g * hd, 0, hd * sizeof(float));
     }
     for (uint32_t t = 0; t < n; t++) {
-        const float *v = kv_at(kv, kv->v, table, kv_head, t0 + t);
+        const float *v = kern_kv_row(kv, kv->v, table, head_off, t0 + t);
         for (uint32_t g = 0; g < n_group; g++) {
             float p = scores[(size_t)g * n + t], *o = out + (size_t)g * hd;
             for (uint32_t i = 0; i < hd; i++)
                 o[i] = o[i] + p * v[i];
         }
     }
+}
+
+void kern_attention2_portable(const struct kern_kv_layout *kv, const uint32_t *table,
+                              uint32_t kv_head, uint32_t n_group, const struct kern_attn *a,
+                              const float *q0, const float *q1, float *scores, float *out0,
+                              float *out1)
+{
+    struct kern_attn a1 = *a;
+    a1.n_pos++;
+    kern_attention_portable(kv, table, kv_head, n_group, a, q0, scores, out0);
+    kern_attention_portable(kv, table, kv_head, n_group, &a1, q1, scores, out1);
 }
 
 void kern_swiglu_portable(float *g, const float *u, uint32_t n)

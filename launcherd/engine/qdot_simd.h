@@ -61,15 +61,6 @@ QD_INL void qd_prefetch(const uint8_t *p, size_t len)
         _mm_prefetch((const char *)p + QD_PF_AHEAD + off, _MM_HINT_T0);
 }
 
-#ifndef QD_PF_AHEAD8
-#define QD_PF_AHEAD8 2048
-#endif
-QD_INL void qd_prefetch8(const uint8_t *p, size_t len)
-{
-    for (size_t off = 0; off < len; off += 64)
-        _mm_prefetch((const char *)p + QD_PF_AHEAD8 + off, _MM_HINT_T0);
-}
-
 /* The 8 block terms of group g of row x (block sums v, weight scales ws) added to a in block
  * order (the padding's terms are +0, which leaves a sum that started at +0 unchanged). */
 QD_INL float qd_group_tail(const __m256i v[8], __m256 ws, int q4, const struct kq_act *x,
@@ -324,7 +315,7 @@ QD_INL void qd_super_rows8(const uint8_t *row, size_t row_step, size_t block_ste
         uint16_t hd[8], hm[8];
         QD_UNROLL for (int r = 0; r < 8; r++) {
             const uint8_t *blk = p + (size_t)r * row_step;
-            qd_prefetch8(blk, bytes);
+            qd_prefetch(blk, bytes);
             __m256i mi, v = qd_super_isum(blk, kind, x, g, &mi);
             f[r] = qd_super_fold(v, mi, kind != 6, x, g);
             memcpy(&hd[r], qd_super_d(blk, kind), 2);
