@@ -8,7 +8,14 @@
  * window (not an exponential average) so a change of load or host shows in
  * the fit within that many steps, and a least-squares fit with an intercept
  * because a CPU step's weight reads cost the same for 1 token as for 16.
- * Leaves out where the figures are kept (ipc/pipeline_metrics.h).
+ * Beside the window it keeps the latest step of each shape class (prefill
+ * and decode token counts, by powers of four), and where the window's
+ * shapes vary too little to tell the terms apart, the fit adds those whose
+ * class the window lacks: a busy server's steps are nearly all one shape
+ * (the budget's own mix of decodes and a chunk), from which the terms
+ * cannot be told apart, while its first burst of prompts or a lull of pure
+ * decodes told them apart well. Leaves out where the figures are kept
+ * (ipc/pipeline_metrics.h).
  */
 #ifndef RS_STEP_COST_H
 #define RS_STEP_COST_H
@@ -16,6 +23,10 @@
 #include <stdint.h>
 
 #define RS_STEP_COST_WINDOW 64 /* steps the fit looks back on */
+#define RS_STEP_COST_BUCKETS 6 /* token-count classes: 0, 1-3, 4-15, 16-63, 64-255, 256+ */
+#define RS_STEP_COST_SHAPES (RS_STEP_COST_BUCKETS * RS_STEP_COST_BUCKETS)
+/* A kept shape older than this many steps is not used: the host may have changed. */
+#define RS_STEP_COST_KEEP_AGE 4096
 
 /* One measured step. */
 struct rs_step_cost_sample {
@@ -27,6 +38,10 @@ struct rs_step_cost_sample {
 struct rs_step_cost {
     struct rs_step_cost_sample s[RS_STEP_COST_WINDOW];
     uint32_t n, next; /* samples held (<= WINDOW) and the slot the next one goes to */
+    uint64_t added;   /* samples added so far */
+    /* the latest sample of each shape class, and when it was added (1 + its index; 0: none) */
+    struct rs_step_cost_sample keep[RS_STEP_COST_SHAPES];
+    uint64_t keep_at[RS_STEP_COST_SHAPES];
 };
 
 /* A fitted model; every figure >= 0. */
@@ -42,7 +57,7 @@ void rs_step_cost_init(struct rs_step_cost *c);
 void rs_step_cost_add(struct rs_step_cost *c, uint32_t prefill, uint32_t decode, uint64_t ns);
 
 /*
- * Fits the window. Where the samples cannot tell the terms apart (every
+ * Fits the window and the kept shapes it lacks. Where the samples cannot tell the terms apart (every
  * step the same shape), the fit leans to no fixed cost and to equal prefill
  * and decode costs: that over-estimates the cost of tokens the window never
  * saw, so a budget planned from it errs short, and the next steps' varied

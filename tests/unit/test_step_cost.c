@@ -4,8 +4,11 @@
  * fixed cost and distinct prefill and decode costs is recovered from varied
  * step shapes; the window forgets a host that changed; steps that are all
  * one shape (the terms cannot be told apart) still predict that shape and
- * never under-estimate a prefill token; no samples, no fit.
+ * never under-estimate a prefill token; a window of one shape borrows the
+ * latest step of the shapes it lacks, until that step grows too old; no
+ * samples, no fit.
  */
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/step_cost.h"
@@ -84,9 +87,39 @@ static int test_one_shape_predicts_itself_and_errs_long_on_prefill(void)
     return 0;
 }
 
+static int test_one_shape_window_borrows_the_shapes_it_lacks(void)
+{
+    struct rs_step_cost c;
+    struct rs_step_cost_fit f;
+    rs_step_cost_init(&c);
+    /* a first burst: prompts alone, then decodes alone at a few batch sizes */
+    const uint32_t burst[][2] = {{1024, 0}, {512, 0}, {0, 1}, {0, 4}, {0, 16}};
+    for (size_t i = 0; i < sizeof(burst) / sizeof(burst[0]); i++)
+        rs_step_cost_add(&c, burst[i][0], burst[i][1],
+                         truth(30000000, 1000000000, 2000000000, burst[i][0], burst[i][1]));
+    for (int i = 0; i < 3 * RS_STEP_COST_WINDOW; i++) /* then the budget's one mix */
+        rs_step_cost_add(&c, 40, 16, truth(30000000, 1000000000, 2000000000, 40, 16));
+    RS_CHECK(rs_step_cost_solve(&c, &f) == 0);
+    RS_CHECK_MSG(absdiff(f.fixed_ns, 30000000) < 300000, "fixed %llu ns",
+                 (unsigned long long)f.fixed_ns);
+    RS_CHECK_MSG(absdiff(f.prefill_ps, 1000000000) < 10000000, "prefill %llu ps",
+                 (unsigned long long)f.prefill_ps);
+    RS_CHECK_MSG(absdiff(f.decode_ps, 2000000000) < 20000000, "decode %llu ps",
+                 (unsigned long long)f.decode_ps);
+    /* much later, the kept shapes are too old to trust: one shape again, prefill errs long */
+    for (int i = 0; i < RS_STEP_COST_KEEP_AGE; i++)
+        rs_step_cost_add(&c, 40, 16, truth(30000000, 1000000000, 2000000000, 40, 16));
+    RS_CHECK(rs_step_cost_solve(&c, &f) == 0);
+    RS_CHECK_MSG(f.fixed_ns < 30000000 && f.prefill_ps > 1000000000,
+                 "fixed %llu ns, prefill %llu ps", (unsigned long long)f.fixed_ns,
+                 (unsigned long long)f.prefill_ps);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_varied_steps_recover_the_model),
     RS_TEST(test_the_window_forgets_an_older_host),
     RS_TEST(test_one_shape_predicts_itself_and_errs_long_on_prefill),
+    RS_TEST(test_one_shape_window_borrows_the_shapes_it_lacks),
 };
 RS_TEST_MAIN(cases)
