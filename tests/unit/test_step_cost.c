@@ -25,6 +25,19 @@ static uint64_t absdiff(uint64_t a, uint64_t b)
     return a > b ? a - b : b - a;
 }
 
+/* The fit is the model (fixed ns, per-token ps) within 1 %. */
+static int check_fit(const struct rs_step_cost_fit *f, uint64_t fixed, uint64_t pre_ps,
+                     uint64_t dec_ps)
+{
+    RS_CHECK_MSG(absdiff(f->fixed_ns, fixed) < fixed / 100, "fixed %llu ns",
+                 (unsigned long long)f->fixed_ns);
+    RS_CHECK_MSG(absdiff(f->prefill_ps, pre_ps) < pre_ps / 100, "prefill %llu ps",
+                 (unsigned long long)f->prefill_ps);
+    RS_CHECK_MSG(absdiff(f->decode_ps, dec_ps) < dec_ps / 100, "decode %llu ps",
+                 (unsigned long long)f->decode_ps);
+    return 0;
+}
+
 /* Steps of shapes (p, d) drawn from a small LCG: prefill 0..511, decodes 0..31. */
 static void feed(struct rs_step_cost *c, uint64_t fixed, uint64_t pre_ps, uint64_t dec_ps,
                  uint32_t n, uint32_t seed)
@@ -46,13 +59,7 @@ static int test_varied_steps_recover_the_model(void)
     /* 3 ms of weight reads, 90 us per prefill token, 400 us per decode token */
     feed(&c, 3000000, 90000000, 400000000, 200, 7);
     RS_CHECK(rs_step_cost_solve(&c, &f) == 0);
-    RS_CHECK_MSG(absdiff(f.fixed_ns, 3000000) < 30000, "fixed %llu ns",
-                 (unsigned long long)f.fixed_ns);
-    RS_CHECK_MSG(absdiff(f.prefill_ps, 90000000) < 900000, "prefill %llu ps",
-                 (unsigned long long)f.prefill_ps);
-    RS_CHECK_MSG(absdiff(f.decode_ps, 400000000) < 4000000, "decode %llu ps",
-                 (unsigned long long)f.decode_ps);
-    return 0;
+    return check_fit(&f, 3000000, 90000000, 400000000);
 }
 
 static int test_the_window_forgets_an_older_host(void)
@@ -63,10 +70,7 @@ static int test_the_window_forgets_an_older_host(void)
     feed(&c, 1000000, 20000000, 50000000, 500, 1);
     feed(&c, 8000000, 300000000, 900000000, RS_STEP_COST_WINDOW, 2); /* only the new host left */
     RS_CHECK(c.n == RS_STEP_COST_WINDOW && rs_step_cost_solve(&c, &f) == 0);
-    RS_CHECK_MSG(absdiff(f.prefill_ps, 300000000) < 3000000, "prefill %llu ps",
-                 (unsigned long long)f.prefill_ps);
-    RS_CHECK(absdiff(f.fixed_ns, 8000000) < 80000 && absdiff(f.decode_ps, 900000000) < 9000000);
-    return 0;
+    return check_fit(&f, 8000000, 300000000, 900000000);
 }
 
 static int test_one_shape_predicts_itself_and_errs_long_on_prefill(void)
@@ -100,12 +104,7 @@ static int test_one_shape_window_borrows_the_shapes_it_lacks(void)
     for (int i = 0; i < 3 * RS_STEP_COST_WINDOW; i++) /* then the budget's one mix */
         rs_step_cost_add(&c, 40, 16, truth(30000000, 1000000000, 2000000000, 40, 16));
     RS_CHECK(rs_step_cost_solve(&c, &f) == 0);
-    RS_CHECK_MSG(absdiff(f.fixed_ns, 30000000) < 300000, "fixed %llu ns",
-                 (unsigned long long)f.fixed_ns);
-    RS_CHECK_MSG(absdiff(f.prefill_ps, 1000000000) < 10000000, "prefill %llu ps",
-                 (unsigned long long)f.prefill_ps);
-    RS_CHECK_MSG(absdiff(f.decode_ps, 2000000000) < 20000000, "decode %llu ps",
-                 (unsigned long long)f.decode_ps);
+    RS_CHECK(check_fit(&f, 30000000, 1000000000, 2000000000) == 0);
     /* much later, the kept shapes are too old to trust: one shape again, prefill errs long */
     for (int i = 0; i < RS_STEP_COST_KEEP_AGE; i++)
         rs_step_cost_add(&c, 40, 16, truth(30000000, 1000000000, 2000000000, 40, 16));
