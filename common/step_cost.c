@@ -129,18 +129,17 @@ static int window_too_alike(const struct rs_step_cost *c)
     return low < (double)MIN_SPREAD * MIN_SPREAD;
 }
 
-int rs_step_cost_solve(const struct rs_step_cost *c, struct rs_step_cost_fit *out)
+/* Least squares over the window, and the kept shapes it lacks when `borrow`; 0 or -1. */
+static int solve_window(const struct rs_step_cost *c, int borrow, double x[3])
 {
-    if (c->n == 0)
-        return -1;
-    double a[3][3] = {{0}}, b[3] = {0}, x[3] = {0}, tok2 = 0;
+    double a[3][3] = {{0}}, b[3] = {0}, tok2 = 0;
     uint8_t seen[RS_STEP_COST_SHAPES] = {0};
     for (uint32_t i = 0; i < c->n; i++) {
         accumulate(a, b, &tok2, &c->s[i]);
         seen[shape_of(&c->s[i])] = 1;
     }
     uint32_t n = c->n;
-    for (uint32_t k = 0; k < RS_STEP_COST_SHAPES && window_too_alike(c); k++)
+    for (uint32_t k = 0; k < RS_STEP_COST_SHAPES && borrow; k++)
         if (!seen[k] && c->keep_at[k] != 0 && c->added - c->keep_at[k] < RS_STEP_COST_KEEP_AGE) {
             accumulate(a, b, &tok2, &c->keep[k]);
             n++;
@@ -151,7 +150,25 @@ int rs_step_cost_solve(const struct rs_step_cost *c, struct rs_step_cost_fit *ou
     a[2][2] += rp;
     a[1][2] -= rp;
     a[2][1] -= rp;
-    if (solve3(a, b, x) != 0)
+    return solve3(a, b, x);
+}
+
+/*
+ * A fit with borrowed shapes is kept only when every term comes out positive
+ * (fixed may be 0): on a model whose steps take a millisecond, timing noise
+ * can tilt the line through a few kept steps to a token cost of zero or
+ * less, which would switch the budget off. Then the window's own fit, which
+ * errs long, is used.
+ */
+int rs_step_cost_solve(const struct rs_step_cost *c, struct rs_step_cost_fit *out)
+{
+    if (c->n == 0)
+        return -1;
+    double x[3] = {0};
+    int borrow = window_too_alike(c);
+    if (solve_window(c, borrow, x) != 0)
+        return -1;
+    if (borrow && !(x[0] >= 0 && x[1] > 0 && x[2] > 0) && solve_window(c, 0, x) != 0)
         return -1;
     out->fixed_ns = nonneg(x[0]);
     out->prefill_ps = nonneg(x[1] * 1000.0);

@@ -5,8 +5,8 @@
  * step shapes; the window forgets a host that changed; steps that are all
  * one shape (the terms cannot be told apart) still predict that shape and
  * never under-estimate a prefill token; a window of one shape borrows the
- * latest step of the shapes it lacks, until that step grows too old; no
- * samples, no fit.
+ * latest step of the shapes it lacks, until that step grows too old, and
+ * not when that makes a token free; no samples, no fit.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -115,10 +115,28 @@ static int test_one_shape_window_borrows_the_shapes_it_lacks(void)
     return 0;
 }
 
+/* Kept steps that tilt the fit to a token cost of nothing fall back to the window's own fit. */
+static int test_a_borrowed_fit_with_a_free_token_is_not_used(void)
+{
+    struct rs_step_cost c;
+    struct rs_step_cost_fit f;
+    rs_step_cost_init(&c);
+    rs_step_cost_add(&c, 1024, 0, 1000000); /* a noisy, implausibly fast prompt step */
+    for (int i = 0; i < RS_STEP_COST_WINDOW; i++)
+        rs_step_cost_add(&c, 40, 16, 2000000);
+    RS_CHECK(rs_step_cost_solve(&c, &f) == 0);
+    RS_CHECK_MSG(f.prefill_ps > 0 && f.decode_ps > 0, "prefill %llu ps, decode %llu ps",
+                 (unsigned long long)f.prefill_ps, (unsigned long long)f.decode_ps);
+    uint64_t p = rs_step_cost_predict(&f, 40, 16);
+    RS_CHECK_MSG(absdiff(p, 2000000) < 20000, "predicts %llu ns", (unsigned long long)p);
+    return 0;
+}
+
 static const struct rs_test_case cases[] = {
     RS_TEST(test_varied_steps_recover_the_model),
     RS_TEST(test_the_window_forgets_an_older_host),
     RS_TEST(test_one_shape_predicts_itself_and_errs_long_on_prefill),
     RS_TEST(test_one_shape_window_borrows_the_shapes_it_lacks),
+    RS_TEST(test_a_borrowed_fit_with_a_free_token_is_not_used),
 };
 RS_TEST_MAIN(cases)
