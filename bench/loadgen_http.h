@@ -37,6 +37,8 @@ struct hconn {
     char *in; /* received bytes not parsed yet */
     size_t in_len, in_cap;
     int have_head, status, chunked, done;
+    int close_after; /* the response said Connection: close */
+    int reused;      /* the request went out on a kept-alive connection */
     size_t chunk_left; /* bytes of the current chunk still to come */
     int chunk_crlf;    /* the CRLF after a chunk's data is still to come */
     char *sse;         /* decoded body bytes not yet split into events */
@@ -157,6 +159,7 @@ static int hc_request(struct hconn *h, uint32_t i, const struct rs_wire_generate
     h->out_len = (size_t)hl + (size_t)blen;
     h->out_off = 0;
     h->req = i;
+    h->reused = h->fd >= 0;
     if (h->fd < 0) {
         h->state = H_CONNECTING;
         return hc_connect(h);
@@ -184,11 +187,13 @@ static int on_sse_event(struct hconn *h, const char *d, size_t n, uint64_t now)
     struct lg_req *q = &h->g->reqs[h->req];
     if (n == 6 && memcmp(d, "[DONE]", 6) == 0)
         return 1;
+    /* usage: in a chunk of its own (choices []), as gatewayd sends it with
+     * stream_options.include_usage, or in the finish chunk, as llama-server does */
     const char *u = strstr(d, "\"completion_tokens\":");
-    if (strstr(d, "\"choices\":[]") != NULL && u != NULL) {
+    if (u != NULL)
         q->n_out = (uint32_t)strtoul(u + 20, NULL, 10);
+    if (strstr(d, "\"choices\":[]") != NULL)
         return 0;
-    }
     if (strstr(d, "\"error\":") != NULL)
         q->failed = 1;
     if (strstr(d, "\"finish_reason\":null") == NULL)
@@ -256,30 +261,65 @@ static int hc_dechunk(struct hconn *h)
     }
     memmove(h->in, h->in + at, h->in_len - at);
     h->in_len -= at;
+    if (h->in != NULL)
+        h->in[h->in_len] = '\0'; /* the head search reads it as a string */
     return end;
 }
 
 static void hc_finish(struct hconn *h, int ok, uint64_t now);
 
+/*
+ * A kept-alive connection the server closed as the request went out (llama-server
+ * closes one after a few requests): no byte of an answer came, so the request goes
+ * again on a new connection, once, as HTTP clients do. 1 when it was resent.
+ */
+static int hc_resend_fresh(struct hconn *h)
+{
+    if (!h->reused || h->have_head || h->in_len > 0)
+        return 0;
+    hc_close(h);
+    h->reused = 0;
+    h->out_off = 0;
+    h->state = H_CONNECTING;
+    return hc_connect(h) == 0;
+}
+
 /* Reads what arrived; completes the request when its response is whole. */
 static void hc_read(struct hconn *h, uint64_t now)
 {
     char buf[65536];
+    int eof = 0; /* the server closed: a whole response before it still counts */
     for (;;) {
         ssize_t k = recv(h->fd, buf, sizeof(buf), 0);
-        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
-            hc_finish(h, 0, now);
+        if (k < 0 && errno != EAGAIN && errno != EINTR) {
+            if (!hc_resend_fresh(h))
+                hc_finish(h, 0, now);
             return;
         }
-        if (k < 0)
+        if (k <= 0) {
+            eof = k == 0;
             break;
+        }
         hbuf_put(&h->in, &h->in_len, &h->in_cap, buf, (size_t)k);
     }
     if (!h->have_head) {
+        /* bytes before the status line are the previous answer's: llama-server ends a
+         * kept-alive stream with a second terminating chunk */
+        char *st = h->in != NULL ? memmem(h->in, h->in_len, "HTTP/", 5) : NULL;
+        if (st != NULL && st > h->in) {
+            h->in_len -= (size_t)(st - h->in);
+            memmove(h->in, st, h->in_len);
+            h->in[h->in_len] = '\0';
+        }
         char *eoh = h->in != NULL ? strstr(h->in, "\r\n\r\n") : NULL;
-        if (eoh == NULL)
+        if (eoh == NULL) {
+            if (eof && !hc_resend_fresh(h))
+                hc_finish(h, 0, now); /* closed before a whole head */
             return;
+        }
         h->status = atoi(h->in + 9);
+        char *close_hdr = strcasestr(h->in, "\r\nconnection: close");
+        h->close_after = close_hdr != NULL && close_hdr < eoh; /* llama-server's streams */
         h->chunked = strcasestr(h->in, "transfer-encoding: chunked") != NULL &&
                      strcasestr(h->in, "transfer-encoding: chunked") < eoh;
         size_t hl = (size_t)(eoh - h->in) + 4;
@@ -295,8 +335,12 @@ static void hc_read(struct hconn *h, uint64_t now)
     }
     int end = hc_dechunk(h);
     h->done |= hc_events(h, now);
-    if (end) /* the response ends after [DONE], with the terminating chunk */
-        hc_finish(h, h->done, now);
+    if (!end && !eof)
+        return;
+    int reconnect = eof || h->close_after;
+    hc_finish(h, end && h->done, now); /* ends after [DONE], with the terminating chunk */
+    if (reconnect) /* the next request on a new connection */
+        hc_close(h);
 }
 
 static void hc_send(struct hconn *h)
@@ -306,7 +350,8 @@ static void hc_send(struct hconn *h)
         if (k < 0 && (errno == EAGAIN || errno == EINTR))
             return;
         if (k <= 0) {
-            hc_finish(h, 0, rs_clock_ns());
+            if (!hc_resend_fresh(h))
+                hc_finish(h, 0, rs_clock_ns());
             return;
         }
         h->out_off += (size_t)k;

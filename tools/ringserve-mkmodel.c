@@ -91,6 +91,7 @@ struct opts {
     long dim, layers, heads, kv_heads, ffn, vocab, ctx, head_dim, swa;
     float norm_std, softcap_attn, softcap_final;
     int tied, vocab_only;
+    int text_output; /* --text-output: byte and control rows of output.weight zero */
     float rope_base;
     unsigned long long seed;
     enum rs_ggml_type type;
@@ -284,6 +285,11 @@ static const struct rs_opt opt_table[] = {
      .arg = "FILE.jinja", .help = "store this chat template as tokenizer.chat_template"},
     {.name = "seed", .kind = RS_OPT_CALL, .parse = parse_seed, .arg = "S",
      .help = "random weights' seed (default 0)"},
+    {.name = "text-output", .kind = RS_OPT_FLAG, .off = O(text_output), .val = 1, SHAPE,
+     .help = "zero output.weight's rows of the byte tokens, <s> and </s>:\n"
+             "greedy decoding never picks them (their logit is 0, below\n"
+             "the largest of the others), so the output is always text\n"
+             "(for servers that refuse output that is not UTF-8)"},
     {.name = "vocab-only", .kind = RS_OPT_FLAG, .off = O(vocab_only), .val = 1, SHAPE,
      .help = "metadata and vocab, no tensors (for tokenizer tests)"},
     {.name = "convert", .kind = RS_OPT_ARG, .off = O(convert), .arg = "IN.gguf",
@@ -313,6 +319,8 @@ static int check_shape(const struct opts *o)
         return bad_arg("%s", "--heads must be a multiple of --kv-heads");
     if (o->vocab != 0 && o->vocab < BYTE_VOCAB && o->vocab_from == NULL)
         return bad_arg("%s", "--vocab must be at least 258 for the byte-level vocab");
+    if (o->text_output && (o->tied || o->vocab_from != NULL || (o->arch->flags & MK_NO_OUTPUT)))
+        return bad_arg("%s", "--text-output needs an output.weight and the byte-level vocab");
     if ((uint64_t)o->dim * (uint64_t)(o->vocab ? o->vocab : 1) > (1ull << 40))
         return bad_arg("%s", "--dim x --vocab is too large");
     return 0;
@@ -529,6 +537,8 @@ static int gen_tensor(struct tensor_list *l, const struct opts *o, const char *n
         t->type = RS_GGML_F32;
     } else {
         fill_random(f, n, o->seed, l->n - 1, WEIGHT_STD);
+        if (o->text_output && strcmp(name, "output.weight") == 0)
+            memset(f, 0, (size_t)ne0 * BYTE_VOCAB * sizeof(float));
         t->type = matrix_type(wanted_type(o, name, o->layers), ne0, name);
     }
     t->owned = encode_rows(f, t->type, ne0, t->ne[1], o->threads);

@@ -339,6 +339,39 @@ static int test_engine_runs_generated_models(void)
     return 0;
 }
 
+/* --text-output: the byte and control logits are exactly 0 and greedy picks past them. */
+static int test_text_output_never_picks_a_byte_token(void)
+{
+    char out[512], err[256];
+    mkmodel_tmp("text.gguf", out, sizeof(out));
+    const char *args[] = {"-o", out, "--dim", "64", "--layers", "2", "--heads", "4", "--ffn",
+                          "128", "--vocab", "600", "--type", "f16", "--text-output", NULL};
+    RS_CHECK(make(args) == 0);
+    rs_model *m;
+    RS_CHECK_MSG(rs_model_load(out, NULL, &m, err, sizeof(err)) == RS_OK, "%s", err);
+    rs_kvcache *kv;
+    uint32_t table[4] = {0, 1, 2, 3};
+    RS_CHECK(rs_kvcache_create(m, 4, 16, &kv) == RS_OK);
+    for (int p = 0; p < 8; p++) { /* prompts of byte tokens, which the model reads as usual */
+        int32_t toks[24];
+        for (int i = 0; i < 24; i++)
+            toks[i] = (p * 131 + i * 37) % 258;
+        struct rs_model_seq s = {toks, 24, 0, table, 4, 1};
+        RS_CHECK(rs_model_step(m, kv, &s, 1) == RS_OK);
+        const float *l = rs_model_logits(m, 0);
+        int best = 0;
+        for (int i = 1; i < 600; i++)
+            best = l[i] > l[best] ? i : best;
+        for (int i = 0; i < 258; i++)
+            RS_CHECK_MSG(l[i] == 0.0f, "prompt %d: logit of token %d is %g", p, i, l[i]);
+        RS_CHECK_MSG(best >= 258 && l[best] > 0, "prompt %d: greedy picks %d", p, best);
+    }
+    rs_kvcache_destroy(&kv);
+    rs_model_destroy(&m);
+    unlink(out);
+    return 0;
+}
+
 static int test_vocab_from_copies_tokenizer_keys(void)
 {
     char src[1024], out[512], err[2048];
@@ -417,6 +450,8 @@ static int test_bad_arguments_exit_2(void)
                     "--vocab", "300", "--arch", "mamba"}},
         {"--tied", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
                     "--vocab", "300", "--arch", "phi3", "--tied"}},
+        {"--text-output", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn",
+                           "8", "--vocab", "300", "--tied", "--text-output"}},
         {"--swa", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
                    "--vocab", "300", "--swa", "4"}},
         {"--softcap", {"-o", "X", "--dim", "8", "--layers", "1", "--heads", "2", "--ffn", "8",
@@ -640,6 +675,7 @@ static const struct rs_test_case cases[] = {
     RS_TEST(test_seeded_weights_are_deterministic_and_scaled),
     RS_TEST(test_types_share_the_seeded_weights),
     RS_TEST(test_engine_runs_generated_models),
+    RS_TEST(test_text_output_never_picks_a_byte_token),
     RS_TEST(test_vocab_from_copies_tokenizer_keys),
     RS_TEST(test_bad_arguments_exit_2),
     RS_TEST(test_convert_rejects_unsupported_input),
