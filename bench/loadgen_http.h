@@ -269,9 +269,9 @@ static int hc_dechunk(struct hconn *h)
 static void hc_finish(struct hconn *h, int ok, uint64_t now);
 
 /*
- * A kept-alive connection the server closed as the request went out (llama-server
- * closes one after a few requests): no byte of an answer came, so the request goes
- * again on a new connection, once, as HTTP clients do. 1 when it was resent.
+ * A kept-alive connection the server closed as the request went out (a server may
+ * end one whenever it is idle between requests): no byte of an answer came, so the
+ * request goes again on a new connection, once, as HTTP clients do. 1 when resent.
  */
 static int hc_resend_fresh(struct hconn *h)
 {
@@ -319,7 +319,7 @@ static void hc_read(struct hconn *h, uint64_t now)
         }
         h->status = atoi(h->in + 9);
         char *close_hdr = strcasestr(h->in, "\r\nconnection: close");
-        h->close_after = close_hdr != NULL && close_hdr < eoh; /* llama-server's streams */
+        h->close_after = close_hdr != NULL && close_hdr < eoh;
         h->chunked = strcasestr(h->in, "transfer-encoding: chunked") != NULL &&
                      strcasestr(h->in, "transfer-encoding: chunked") < eoh;
         size_t hl = (size_t)(eoh - h->in) + 4;
