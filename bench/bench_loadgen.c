@@ -61,6 +61,7 @@ struct lg_args {
     uint32_t rounds;          /* --rounds R: native and HTTP alternated R times */
     const char *sweep_step;   /* --sweep-step-ms budgets "0,20,50", or NULL */
     char step_ms[32];         /* schedulerd --max-step-ms of the next --start ("": its default) */
+    int no_burst_lift;        /* --no-burst-lift: passed to schedulerd */
 };
 
 struct lg;
@@ -625,6 +626,9 @@ static const struct rs_opt http_opts[] = {
      .help = "(--start) the native run at each schedulerd step-time\n"
              "budget (--max-step-ms; 0: off), the instance restarted\n"
              "per budget: throughput, TTFT and ITL p50/p99 per budget"},
+    {.name = "no-burst-lift", .kind = RS_OPT_FLAG, .off = LG(no_burst_lift), .val = 1,
+     .help = "(--start) schedulerd keeps its step-time budget in\n"
+             "bursts too (its --no-burst-lift)"},
     {.name = "plot", .kind = RS_OPT_ARG, .off = LG(plot), .arg = "FILE",
      .help = "the chart (default build/loadgen-sweep.png)"},
     {.name = "rounds", .kind = RS_OPT_U32, .off = LG(rounds), .min = 1, .max = 100000,
@@ -735,10 +739,13 @@ static int start_instance(struct lg_args *a, struct rs_harness *h)
     o.launcher_threads = a->threads;
     o.fast_kernels = 1;
     o.ready_timeout_ms = 120000;
+    int nx = 0;
     if (a->step_ms[0] != '\0') {
-        o.extra[RS_PIPE_STAGE_SCHEDULERD][0] = "--max-step-ms";
-        o.extra[RS_PIPE_STAGE_SCHEDULERD][1] = a->step_ms;
+        o.extra[RS_PIPE_STAGE_SCHEDULERD][nx++] = "--max-step-ms";
+        o.extra[RS_PIPE_STAGE_SCHEDULERD][nx++] = a->step_ms;
     }
+    if (a->no_burst_lift)
+        o.extra[RS_PIPE_STAGE_SCHEDULERD][nx++] = "--no-burst-lift";
     char bindir[512];
     ssize_t n = readlink("/proc/self/exe", bindir, sizeof(bindir) - 1);
     if (n > 0 && getenv("RS_BIN") == NULL) { /* the daemons sit beside this program */

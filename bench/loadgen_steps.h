@@ -4,8 +4,9 @@
  * --clients concurrency) at each schedulerd step-time budget, the instance
  * stopped and started again per budget with --max-step-ms (so every run
  * starts with an empty KV cache and a fresh cost fit), then one table:
- * output throughput, TTFT p50/p99, ITL p50/p99, the share of steps whose
- * prefill the budget held back, and the cost model launcherd fitted (fixed
+ * output throughput, TTFT p50/p99, ITL p50/p99, the shares of steps whose
+ * prefill the budget held back and of steps it was lifted for as a burst
+ * (schedulerd --no-burst-lift), and the cost model launcherd fitted (fixed
  * ms per step, us per prefill and decode token) as the run left it.
  * Included by bench_loadgen.c after its run and instance functions.
  */
@@ -14,7 +15,7 @@
 
 struct step_row {
     double ms, tps, ttft50, ttft99, itl50, itl99;
-    uint64_t steps, limited, fixed_ns, prefill_ps, decode_ps;
+    uint64_t steps, limited, lifted, fixed_ns, prefill_ps, decode_ps;
 };
 
 static uint64_t step_metric(struct lg *g, enum rs_pipe_stage st, unsigned i)
@@ -38,6 +39,7 @@ static int step_run(struct lg *g, double ms, struct step_row *r)
                            .ttft99 = f.ttft.p99, .itl50 = f.itl.p50, .itl99 = f.itl.p99};
     r->steps = step_metric(g, RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_STEPS);
     r->limited = step_metric(g, RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_BUDGET_LIMITED);
+    r->lifted = step_metric(g, RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_BUDGET_LIFTED);
     r->fixed_ns = step_metric(g, RS_PIPE_STAGE_LAUNCHERD, RS_M_LAU_COST_FIXED_NS);
     r->prefill_ps = step_metric(g, RS_PIPE_STAGE_LAUNCHERD, RS_M_LAU_COST_PREFILL_PS);
     r->decode_ps = step_metric(g, RS_PIPE_STAGE_LAUNCHERD, RS_M_LAU_COST_DECODE_PS);
@@ -61,17 +63,18 @@ static int sweep_steps(struct lg *g)
         p = *end == ',' ? end + 1 : end;
     }
     printf("============ Step-time budget sweep (%u clients) ============\n", g->a.clients);
-    printf("%8s %9s %9s %9s %8s %8s %9s %8s %9s %9s\n", "budget", "tok/s", "TTFT p50",
-           "TTFT p99", "ITL p50", "ITL p99", "limited", "fixed", "prefill", "decode");
-    printf("%8s %9s %9s %9s %8s %8s %9s %8s %9s %9s\n", "ms", "", "ms", "ms", "ms", "ms",
-           "steps", "ms", "us/tok", "us/tok");
+    printf("%8s %9s %9s %9s %8s %8s %9s %9s %8s %9s %9s\n", "budget", "tok/s", "TTFT p50",
+           "TTFT p99", "ITL p50", "ITL p99", "limited", "lifted", "fixed", "prefill", "decode");
+    printf("%8s %9s %9s %9s %8s %8s %9s %9s %8s %9s %9s\n", "ms", "", "ms", "ms", "ms", "ms",
+           "steps", "steps", "ms", "us/tok", "us/tok");
     for (size_t i = 0; i < n; i++) {
         const struct step_row *r = &rows[i];
         char b[16];
         snprintf(b, sizeof(b), r->ms > 0 ? "%g" : "off", r->ms);
-        printf("%8s %9.1f %9.1f %9.1f %8.1f %8.1f %8.1f%% %8.2f %9.1f %9.1f\n", b, r->tps,
-               r->ttft50, r->ttft99, r->itl50, r->itl99,
-               r->steps ? 100.0 * (double)r->limited / (double)r->steps : 0.0,
+        double per = r->steps ? 100.0 / (double)r->steps : 0.0;
+        printf("%8s %9.1f %9.1f %9.1f %8.1f %8.1f %8.1f%% %8.1f%% %8.2f %9.1f %9.1f\n", b,
+               r->tps, r->ttft50, r->ttft99, r->itl50, r->itl99, per * (double)r->limited,
+               per * (double)r->lifted,
                (double)r->fixed_ns / 1e6, (double)r->prefill_ps / 1e6,
                (double)r->decode_ps / 1e6);
     }

@@ -53,7 +53,9 @@
     /* gauge: decodes one owner could run in the latest step (share.c; 0 = no limit) */          \
     X(RS_M_SCH_FAIR_LEVEL_LAST, "fair_level_last")                                                 \
     /* decodes put off to a later step because their owner was above the fair level */           \
-    X(RS_M_SCH_FAIR_DEFERRED, "fair_deferred_decodes")
+    X(RS_M_SCH_FAIR_DEFERRED, "fair_deferred_decodes")                                             \
+    /* steps the budget was lifted for: as many requests waited for a first token as streamed */ \
+    X(RS_M_SCH_BUDGET_LIFTED, "budget_lifted_steps")
 #define RS_PIPE_SCH_HISTS(X)                                                                       \
     X(RS_H_SCH_PLAN, "plan_us")                                                                    \
     X(RS_H_SCH_QUEUE_WAIT, "queue_wait_us")                                                        \

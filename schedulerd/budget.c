@@ -9,6 +9,10 @@
  * still comes while many decodes fill the budget. With no budget, or no fit
  * published yet, the step takes --max-batched-tokens as before. Outputs do
  * not depend on the chunking (DESIGN.md 4), so the budget moves only time.
+ * The budget protects streams from a prompt's stall; while the requests
+ * waiting for a first token are at least as many as the streams (a burst),
+ * it would trade the many's TTFT for the few's ITL, so it is lifted
+ * (--no-burst-lift keeps it).
  */
 #include "ipc/pipeline_metrics.h"
 #include "schedulerd/sched.h"
@@ -40,12 +44,30 @@ int budget_fit(const struct sched *s, struct rs_step_cost_fit *fit)
     return 0;
 }
 
-uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t cap)
+/* 1 when the requests waiting for a first token are at least as many as the streams: those
+ * prefilling, and the waiting ones a free slot could admit, against every running request
+ * with one token left that a reader takes (decoding now or deferred by its owner's share). */
+static int burst(const struct sched *s, uint32_t n_prefilling)
+{
+    uint32_t waiting = n_prefilling + (s->n_heap < s->n_free_slots ? s->n_heap : s->n_free_slots);
+    uint32_t streams = 0;
+    for (uint32_t i = 0; i < s->n_run && streams <= waiting; i++) {
+        uint32_t idx = s->run[i];
+        streams += s->req[idx].len - s->req[idx].n_computed == 1 && !fair_paused(s, idx);
+    }
+    return waiting > 0 && waiting >= streams;
+}
+
+uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t n_prefilling, uint32_t cap)
 {
     struct rs_step_cost_fit fit = {0};
     uint32_t n = cap;
-    if (s->budget.max_step_ms > 0 && budget_fit(s, &fit) == 0)
-        n = budget_prefill(&s->budget, &fit, n_decode, cap);
+    if (s->budget.max_step_ms > 0 && budget_fit(s, &fit) == 0) {
+        if (s->budget.burst_lift && burst(s, n_prefilling))
+            rs_counter_add(&s->m->counter[RS_M_SCH_BUDGET_LIFTED], 1);
+        else
+            n = budget_prefill(&s->budget, &fit, n_decode, cap);
+    }
     rs_gauge_set(&s->m->counter[RS_M_SCH_PREFILL_BUDGET_LAST], n);
     return n;
 }

@@ -36,7 +36,7 @@ struct schedd {
 
 /* static: a fenced exit leaves it as it is (stage.h) */
 static struct schedd the_daemon = {.budget = {MAX_STEP_MS_DEFAULT, MIN_PREFILL_DEFAULT,
-                                              FAIR_STEP_FACTOR_DEFAULT},
+                                              FAIR_STEP_FACTOR_DEFAULT, 1},
                                    .admit = {OWNER_RUNNING_SHARE_DEFAULT}};
 
 #define BO(f) (offsetof(struct budget_opts, f))
@@ -51,6 +51,10 @@ static const struct rs_opt budget_opt_table[] = {
      .max = 1u << 20, .arg = "N",
      .help = "prefill tokens a step takes whatever the budget says,\n"
              "so new requests start while decodes fill it (default 32)"},
+    {.name = "no-burst-lift", .kind = RS_OPT_FLAG32, .off = BO(burst_lift), .val = 0,
+     .help = "keep the step-time budget in a burst too (default: no\n"
+             "budget while at least as many requests wait for a first\n"
+             "token as streams decode)"},
     {.name = "fair-step-factor", .kind = RS_OPT_DOUBLE, .off = BO(fair_factor), .min = 0,
      .max = 1000, .arg = "F",
      .help = "while several clients decode, the busiest defer some\n"
@@ -99,11 +103,12 @@ static void schedulerd_ready(void *self, struct rs_stage *st)
     const struct rs_pipe_config *c = &st->args.cfg;
     const struct schedd *d = self;
     rs_log_info("serving instance %s: %u KV blocks of %u tokens, %u seqs / %u tokens per "
-                "step, prefix caching %s, policy %s, step budget %g ms (min %u prefill tokens), "
-                "%u running slots per client while others wait, fair step factor %g",
+                "step, prefix caching %s, policy %s, step budget %g ms (min %u prefill tokens, %s in "
+                "bursts), %u running slots per client while others wait, fair step factor %g",
                 c->instance, c->n_kv_blocks, c->block_size, c->max_seqs, c->max_batched_tokens,
                 c->prefix_caching ? "on" : "off", c->priority_policy ? "priority" : "fcfs",
                 d->budget.max_step_ms, d->budget.min_prefill,
+                d->budget.burst_lift ? "lifted" : "kept",
                 d->s->owner_cap ? d->s->owner_cap : c->max_seqs, d->budget.fair_factor);
 }
 

@@ -7,7 +7,8 @@
  * then every prompt is prefilled 3 tokens at a time beside the decodes of
  * the others; each client must still get exactly its solo output (computed in
  * this process, tests/solo_ref.h), and the counters must show that the
- * budget was what sized the steps.
+ * budget was what sized the steps (--no-burst-lift: eleven prompts beside
+ * no stream are a burst). By default the same burst lifts the budget.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -94,7 +95,8 @@ static int run_jobs(struct rs_harness *h, struct job *jobs, uint32_t from, uint3
     return failed;
 }
 
-static int test_unmeetable_budget_keeps_every_output(void)
+/* The two-phase run under schedulerd arguments sx (n of them); the counters after it. */
+static int budget_run(const char *const *sx, int n, uint64_t *limited, uint64_t *lifted)
 {
     static struct job jobs[N_JOBS];
     static char model[512];
@@ -110,19 +112,19 @@ static int test_unmeetable_budget_keeps_every_output(void)
     o.model = model;
     o.n_ctx = CTX;
     o.max_requests = 64;
-    const char *sx[] = {"--max-step-ms", "0.001", "--min-prefill-tokens", "3"};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < n; i++)
         o.extra[RS_PIPE_STAGE_SCHEDULERD][i] = sx[i];
     RS_CHECK(rs_harness_start(&h, &o) == RS_OK);
     int failed = run_jobs(&h, jobs, 0, 1) || run_jobs(&h, jobs, 1, N_JOBS);
     for (uint32_t i = 0; i < N_JOBS && !failed; i++)
         failed = same_as_solo(&jobs[i], i) != 0;
-    uint64_t limited = metric(&h, RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_BUDGET_LIMITED);
+    *limited = metric(&h, RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_BUDGET_LIMITED);
+    *lifted = metric(&h, RS_PIPE_STAGE_SCHEDULERD, RS_M_SCH_BUDGET_LIFTED);
     uint64_t fitted = metric(&h, RS_PIPE_STAGE_LAUNCHERD, RS_M_LAU_COST_STEPS);
     uint64_t per_tok = metric(&h, RS_PIPE_STAGE_LAUNCHERD, RS_M_LAU_COST_PREFILL_PS);
-    fprintf(stderr, "%llu budget-limited steps; fit over %llu steps, %llu ps per prefill token\n",
-            (unsigned long long)limited, (unsigned long long)fitted,
-            (unsigned long long)per_tok);
+    fprintf(stderr, "%llu budget-limited steps, %llu lifted; fit over %llu steps, %llu ps per "
+            "prefill token\n", (unsigned long long)*limited, (unsigned long long)*lifted,
+            (unsigned long long)fitted, (unsigned long long)per_tok);
     if (failed)
         rs_harness_dump_logs(&h, RS_PIPE_N_STAGES);
     rs_harness_stop(&h, failed);
@@ -132,11 +134,36 @@ static int test_unmeetable_budget_keeps_every_output(void)
     }
     RS_CHECK(!failed);
     RS_CHECK_MSG(fitted > 0 && per_tok > 0, "launcherd published no cost model");
+    return 0;
+}
+
+static int test_unmeetable_budget_keeps_every_output(void)
+{
+    const char *sx[] = {"--max-step-ms", "0.001", "--min-prefill-tokens", "3", "--no-burst-lift"};
+    uint64_t limited = 0, lifted = 0;
+    int rc = budget_run(sx, 5, &limited, &lifted);
+    if (rc != 0)
+        return rc;
     RS_CHECK_MSG(limited > 0, "the budget never sized a step");
+    RS_CHECK_MSG(lifted == 0, "the budget was lifted %llu times under --no-burst-lift",
+                 (unsigned long long)lifted);
+    return 0;
+}
+
+/* Eleven requests at once beside no stream: the budget steps aside, outputs unchanged. */
+static int test_a_burst_lifts_the_budget(void)
+{
+    const char *sx[] = {"--max-step-ms", "0.001", "--min-prefill-tokens", "3"};
+    uint64_t limited = 0, lifted = 0;
+    int rc = budget_run(sx, 4, &limited, &lifted);
+    if (rc != 0)
+        return rc;
+    RS_CHECK_MSG(lifted > 0, "the budget was never lifted for the burst");
     return 0;
 }
 
 static const struct rs_test_case cases[] = {
     RS_TEST(test_unmeetable_budget_keeps_every_output),
+    RS_TEST(test_a_burst_lifts_the_budget),
 };
 RS_TEST_MAIN(cases)

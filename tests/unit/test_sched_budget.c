@@ -8,7 +8,10 @@
  * decodes the step holds: the budget when prompts are waiting for it, never
  * more, at least --min-prefill-tokens, at most the token budget; no budget
  * and no published fit leave --max-batched-tokens. Outputs are checked by
- * the fixture as in every planner test (chunking changes none).
+ * the fixture as in every planner test (chunking changes none). With the
+ * burst lift on, the same run must plan --max-batched-tokens exactly while
+ * at least as many requests wait for a first token as streams decode, and
+ * the model's budget otherwise; both must occur.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -67,13 +70,24 @@ struct run {
     struct sched *s;
     uint32_t prompt_left[N_REQ]; /* prompt tokens not yet planned, per request */
     uint32_t seen[N_CASES];      /* steps checked under each case while prompts waited */
+    uint32_t lifted;             /* steps planned with the budget lifted for a burst */
 };
+
+/* Requests waiting for a first token (prompt left) before the step; every one has a slot. */
+static uint32_t first_token_waiters(const struct run *r)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < N_REQ; i++)
+        n += r->prompt_left[i] > 0;
+    return n;
+}
 
 /* The planned step against case k. 0, or -1 with the reason printed. */
 static int check_step(struct run *r, const struct rs_pipe_batch *b, const struct cost_case *k)
 {
     const struct rs_pipe_batch_seq *q = rs_pipe_batch_seqs(b);
     uint32_t n_decode = 0, prefill = 0, waiting_prompt = 0, tail_prompt = 0;
+    uint32_t waiters = first_token_waiters(r);
     for (uint32_t i = 0; i < N_REQ; i++)
         waiting_prompt += r->prompt_left[i];
     for (uint32_t i = 0; i < b->n_seqs; i++) {
@@ -91,6 +105,13 @@ static int check_step(struct run *r, const struct rs_pipe_batch *b, const struct
         r->prompt_left[j] -= in_prompt;
     }
     uint32_t want = allowed(k, r->s->budget.min_prefill, n_decode);
+    /* a burst (fair shares off: every stream decodes): the token budget alone */
+    int lift = r->s->budget.burst_lift && k->max_step_ms > 0 && k->steps > 0 && waiters > 0 &&
+               waiters >= n_decode;
+    if (lift) {
+        want = MAX_TOKENS - n_decode;
+        r->lifted++;
+    }
     uint64_t got = sfx_metric(&r->f, RS_M_SCH_PREFILL_BUDGET_LAST);
     RS_CHECK_MSG(got == want, "case %u, %u decodes: budget %llu, the model allows %u",
                  (unsigned)(k - cases_tab), n_decode, (unsigned long long)got, want);
@@ -98,60 +119,86 @@ static int check_step(struct run *r, const struct rs_pipe_batch *b, const struct
     if (waiting_prompt - tail_prompt >= want) { /* enough prompt waited to fill it */
         RS_CHECK_MSG(prefill == want, "case %u: %u prefill tokens planned, budget %u",
                      (unsigned)(k - cases_tab), prefill, want);
-        r->seen[k - cases_tab]++;
+        r->seen[k - cases_tab] += !lift;
     }
+    return 0;
+}
+
+/* 8 requests submitted together, planned to the end under the cost models cycled from
+ * cases_tab[first]. */
+static int run_budget(struct run *r, uint32_t burst_lift, uint32_t first)
+{
+    struct rs_pipe_config c;
+    char err[256];
+    memset(r, 0, sizeof(*r));
+    int rc = sfx_config(&c, 512, 256, 8, MAX_TOKENS);
+    if (rc != 0 || sfx_open(&r->f, &c) != 0)
+        return rc != 0 ? rc : 1;
+    RS_CHECK(rs_pipe_open(&r->f.cfg, RS_PIPE_STAGE_SCHEDULERD, &r->sp, err, sizeof(err)) == RS_OK);
+    RS_CHECK(sched_create(r->sp, NULL, &r->s) == RS_OK && rs_role_ready(r->sp->role) == RS_OK);
+    r->s->budget = (struct budget_opts){20.0, 8, 0, burst_lift};
+    int32_t prompt[PROMPT];
+    for (uint32_t i = 0; i < N_REQ; i++) {
+        sfx_prompt(prompt, PROMPT, 0, 0, 2000 + i);
+        RS_CHECK(sfx_submit(&r->f, prompt, PROMPT, 24, 0) == (int)i);
+        r->prompt_left[i] = PROMPT;
+    }
+    uint64_t limited = 0;
+    struct sfx_batch bt;
+    for (uint32_t step = 0;; step++) {
+        const struct cost_case *k = &cases_tab[(step / 2 + first) % N_CASES];
+        publish(&r->f, k);
+        r->s->budget.max_step_ms = k->max_step_ms;
+        RS_CHECK(step < 400 && sched_work(r->s, 1) >= 0 && sfx_audit(&r->f) == 0);
+        int got = sfx_take(&r->f, &bt);
+        RS_CHECK_MSG(got >= 0 && sfx_reap(&r->f) >= 0, "%s", r->f.why);
+        if (got == 0)
+            break;
+        RS_CHECK(check_step(r, bt.b, k) == 0);
+        RS_CHECK(sfx_answer(&r->f, &bt) == 0);
+    }
+    limited = sfx_metric(&r->f, RS_M_SCH_BUDGET_LIMITED);
+    RS_CHECK(r->s->n_run == 0 && r->s->n_heap == 0);
+    for (uint32_t i = 0; i < N_REQ; i++)
+        RS_CHECK_MSG(r->f.req[i].done && r->f.req[i].n_out == 24, "request %u: %u outputs", i,
+                     r->f.req[i].n_out);
+    RS_CHECK(limited > 0);
+    RS_CHECK_MSG(sfx_metric(&r->f, RS_M_SCH_BUDGET_LIFTED) == r->lifted,
+                 "%llu steps counted lifted, %u planned so",
+                 (unsigned long long)sfx_metric(&r->f, RS_M_SCH_BUDGET_LIFTED), r->lifted);
+    sched_destroy(&r->s);
+    rs_pipe_close(&r->sp);
+    sfx_close(&r->f);
     return 0;
 }
 
 static int test_planned_prefill_follows_the_measured_cost(void)
 {
     static struct run r;
-    struct rs_pipe_config c;
-    char err[256];
-    memset(&r, 0, sizeof(r));
-    int rc = sfx_config(&c, 512, 256, 8, MAX_TOKENS);
-    if (rc != 0 || sfx_open(&r.f, &c) != 0)
-        return rc != 0 ? rc : 1;
-    RS_CHECK(rs_pipe_open(&r.f.cfg, RS_PIPE_STAGE_SCHEDULERD, &r.sp, err, sizeof(err)) == RS_OK);
-    RS_CHECK(sched_create(r.sp, NULL, &r.s) == RS_OK && rs_role_ready(r.sp->role) == RS_OK);
-    r.s->budget = (struct budget_opts){20.0, 8, 0};
-    int32_t prompt[PROMPT];
-    for (uint32_t i = 0; i < N_REQ; i++) {
-        sfx_prompt(prompt, PROMPT, 0, 0, 2000 + i);
-        RS_CHECK(sfx_submit(&r.f, prompt, PROMPT, 24, 0) == (int)i);
-        r.prompt_left[i] = PROMPT;
-    }
-    uint64_t limited = 0;
-    struct sfx_batch bt;
-    for (uint32_t step = 0;; step++) {
-        const struct cost_case *k = &cases_tab[(step / 2) % N_CASES];
-        publish(&r.f, k);
-        r.s->budget.max_step_ms = k->max_step_ms;
-        RS_CHECK(step < 400 && sched_work(r.s, 1) >= 0 && sfx_audit(&r.f) == 0);
-        int got = sfx_take(&r.f, &bt);
-        RS_CHECK_MSG(got >= 0 && sfx_reap(&r.f) >= 0, "%s", r.f.why);
-        if (got == 0)
-            break;
-        RS_CHECK(check_step(&r, bt.b, k) == 0);
-        RS_CHECK(sfx_answer(&r.f, &bt) == 0);
-    }
-    limited = sfx_metric(&r.f, RS_M_SCH_BUDGET_LIMITED);
-    RS_CHECK(r.s->n_run == 0 && r.s->n_heap == 0);
-    for (uint32_t i = 0; i < N_REQ; i++)
-        RS_CHECK_MSG(r.f.req[i].done && r.f.req[i].n_out == 24, "request %u: %u outputs", i,
-                     r.f.req[i].n_out);
+    RS_CHECK(run_budget(&r, 0, 0) == 0);
     for (uint32_t k = 0; k < N_CASES; k++) /* every case met a step with prompts waiting */
         RS_CHECK_MSG(r.seen[k] > 0, "case %u never planned with prompts waiting", k);
-    RS_CHECK(limited > 0);
-    sched_destroy(&r.s);
-    rs_pipe_close(&r.sp);
-    sfx_close(&r.f);
+    RS_CHECK(r.lifted == 0);
     return 0;
 }
 
+static int test_a_burst_lifts_the_budget_until_streams_outnumber_it(void)
+{
+    static struct run r;
+    /* the lift ends when the fifth request streams (step 8): cycled to meet the budgets */
+    RS_CHECK(run_budget(&r, 1, 3) == 0);
+    uint32_t budgeted = 0;
+    for (uint32_t k = 0; k < N_CASES; k++)
+        budgeted += r.seen[k];
+    RS_CHECK_MSG(r.lifted > 0 && budgeted > 0, "%u steps lifted, %u budgeted with prompts waiting",
+                 r.lifted, budgeted);
+    return 0;
+}
+
+
 static int test_budget_arithmetic_bounds(void)
 {
-    struct budget_opts o = {10.0, 16, 0};
+    struct budget_opts o = {10.0, 16, 0, 0};
     struct rs_step_cost_fit f = {1000000, 200000000, 400000000}; /* 1 ms, 200 us, 400 us */
     RS_CHECK(budget_prefill(&o, &f, 0, 1000) == 45);  /* (10 - 1) ms / 200 us */
     RS_CHECK(budget_prefill(&o, &f, 10, 1000) == 25); /* (10 - 1 - 4) ms / 200 us */
@@ -168,6 +215,7 @@ static int test_budget_arithmetic_bounds(void)
 
 static const struct rs_test_case cases[] = {
     RS_TEST(test_planned_prefill_follows_the_measured_cost),
+    RS_TEST(test_a_burst_lifts_the_budget_until_streams_outnumber_it),
     RS_TEST(test_budget_arithmetic_bounds),
 };
 RS_TEST_MAIN(cases)
