@@ -5,7 +5,10 @@
  * Register tiles of up to 3 activation rows x 4 weight rows, 8 lanes along
  * K per accumulator, reduced by the fixed tree of kernels.h; weights widened
  * in registers up to 3 rows, else into a 4-row F32 panel all row tiles
- * reuse (same bits either way).
+ * reuse (same bits either way). F16 and BF16 widen in registers at every
+ * batch size: one conversion per row tile cost less than the panel's store
+ * and reload (perf of a 16-row F16 decode: 16 % in widening, the tiles at
+ * about half the FMA peak; 8 to 16 rows ran 30-60 % faster without it).
  * Leaves out: AVX-512 (same FMA throughput on the Zen 4 this was tuned on).
  */
 #include "launcherd/engine/kernels.h"
@@ -554,12 +557,14 @@ TGT static void row_bf16(const uint8_t *src, uint32_t K, float *dst)
     row_h16(src, K, dst, 1);
 }
 
-/* One widened type's AVX2 entry points: panel widening of a row, register-tile GEMM. */
+/* One widened type's AVX2 entry points: panel widening of a row, register-tile GEMM, and
+ * whether many rows go through a widened panel (else register tiles at every batch size). */
 struct avx2_type {
     enum rs_ggml_type type;
     void (*widen)(const uint8_t *src, uint32_t K, float *dst);
     void (*direct)(int mr, int nr, const void *const *wr, const float *x, size_t ldx, uint32_t K,
                    float *yn, size_t ldy, int accumulate, struct pf f);
+    int panel;
 };
 
 /* Widens rows n .. n+nr-1 of w into panel rows of kpad floats (zero-padded). */
@@ -664,10 +669,10 @@ DIRECT_FN(direct_bf16, T_BF16)
 
 /* The AVX2 entry points of every widened type (F32 has its own GEMM). */
 static const struct avx2_type avx2_types[] = {
-    {RS_GGML_F16, row_f16, direct_f16},    {RS_GGML_BF16, row_bf16, direct_bf16},
-    {RS_GGML_Q8_0, row_q8_0, direct_q8_0}, {RS_GGML_Q4_0, row_q4_0, direct_q4_0},
-    {RS_GGML_Q4_K, row_q4_k, direct_q4_k}, {RS_GGML_Q5_K, row_q5_k, direct_q5_k},
-    {RS_GGML_Q6_K, row_q6_k, direct_q6_k},
+    {RS_GGML_F16, row_f16, direct_f16, 0},    {RS_GGML_BF16, row_bf16, direct_bf16, 0},
+    {RS_GGML_Q8_0, row_q8_0, direct_q8_0, 1}, {RS_GGML_Q4_0, row_q4_0, direct_q4_0, 1},
+    {RS_GGML_Q4_K, row_q4_k, direct_q4_k, 1}, {RS_GGML_Q5_K, row_q5_k, direct_q5_k, 1},
+    {RS_GGML_Q6_K, row_q6_k, direct_q6_k, 1},
 };
 
 static const struct avx2_type *avx2_type_of(enum rs_ggml_type t)
@@ -678,18 +683,28 @@ static const struct avx2_type *avx2_type_of(enum rs_ggml_type t)
     return NULL;
 }
 
+/* Register tiles over blocks of m_block_rows activation rows (one block when n_rows <= MR). */
 static void gemm_direct(const struct avx2_type *t, const struct kern_mat *w, const float *x,
                         size_t ldx, uint32_t n_rows, float *y, size_t ldy, uint32_t n0,
                         uint32_t n1, int accumulate)
 {
-    for (uint32_t n = n0; n < n1;) {
-        int nr = n1 - n >= NR ? NR : 1;
-        const void *wr[NR];
-        for (int r = 0; r < nr; r++)
-            wr[r] = (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
-        t->direct((int)n_rows, nr, wr, x, ldx, w->cols, y + n, ldy, accumulate,
-                  next_tile(w, n, n1));
-        n += (uint32_t)nr;
+    const struct pf none = {NULL, NULL, 0};
+    uint32_t mb = m_block_rows(w->cols);
+    for (uint32_t m0 = 0; m0 < n_rows; m0 += mb) {
+        uint32_t m1 = n_rows - m0 < mb ? n_rows : m0 + mb;
+        for (uint32_t n = n0; n < n1;) {
+            int nr = n1 - n >= NR ? NR : 1;
+            const void *wr[NR];
+            for (int r = 0; r < nr; r++)
+                wr[r] = (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
+            for (uint32_t m = m0; m < m1; m += MR) {
+                int mr = m1 - m < MR ? (int)(m1 - m) : MR;
+                t->direct(mr, nr, wr, x + (size_t)m * ldx, ldx, w->cols,
+                          y + (size_t)m * ldy + n, ldy, accumulate,
+                          m == m0 ? next_tile(w, n, n1) : none);
+            }
+            n += (uint32_t)nr;
+        }
     }
 }
 
@@ -711,7 +726,7 @@ void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32
     const struct avx2_type *t = avx2_type_of(w->type);
     if (t == NULL) /* F32; every other type was checked at load against kernels.c's table */
         gemm_f32(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
-    else if (n_rows <= MR)
+    else if (n_rows <= MR || !t->panel)
         gemm_direct(t, w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
     else
         gemm_panel(t, w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
