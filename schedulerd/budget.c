@@ -9,12 +9,15 @@
  * still comes while many decodes fill the budget. With no budget, or no fit
  * published yet, the step takes --max-batched-tokens as before. Outputs do
  * not depend on the chunking (DESIGN.md 4), so the budget moves only time.
- * The budget protects streams from a prompt's stall; while the requests
- * waiting for a first token are at least as many as the streams (a burst),
- * it would trade the many's TTFT for the few's ITL, so it is lifted
- * (--no-burst-lift keeps it).
+ * The budget protects streams from a prompt's stall; while more clients
+ * wait for a first token than there are streams (a burst), it would trade
+ * the many's TTFT for the few's ITL, so it is lifted (--no-burst-lift
+ * keeps it).
  */
+#include <string.h>
+
 #include "ipc/pipeline_metrics.h"
+#include "ipc/pipeline_req.h"
 #include "schedulerd/sched.h"
 
 uint32_t budget_prefill(const struct budget_opts *o, const struct rs_step_cost_fit *fit,
@@ -44,26 +47,64 @@ int budget_fit(const struct sched *s, struct rs_step_cost_fit *fit)
     return 0;
 }
 
-/* 1 when the requests waiting for a first token are at least as many as the streams: those
- * prefilling, and the waiting ones a free slot could admit, against every running request
- * with one token left that a reader takes (decoding now or deferred by its owner's share). */
-static int burst(const struct sched *s, uint32_t n_prefilling)
+/* Owners counted at most (a lift needs more waiting owners than streams: never past this many). */
+#define BURST_OWNERS_MAX 64
+
+/* Adds idx's owner to seen[0..n) if new: 1 added, 0 already there. */
+static uint32_t owner_add(const struct sched *s, const uint8_t **seen, uint32_t n, uint32_t idx)
 {
-    uint32_t waiting = n_prefilling + (s->n_heap < s->n_free_slots ? s->n_heap : s->n_free_slots);
-    uint32_t streams = 0;
-    for (uint32_t i = 0; i < s->n_run && streams <= waiting; i++) {
-        uint32_t idx = s->run[i];
-        streams += s->req[idx].len - s->req[idx].n_computed == 1 && !fair_paused(s, idx);
-    }
-    return waiting > 0 && waiting >= streams;
+    const uint8_t *o = rs_pipe_req_at(s->p, idx)->owner;
+    for (uint32_t i = 0; i < n; i++)
+        if (memcmp(seen[i], o, SCHED_OWNER_LEN) == 0)
+            return 0;
+    seen[n] = o;
+    return 1;
 }
 
-uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t n_prefilling, uint32_t cap)
+/* Owners of the requests waiting for a first token, counted up to stop: running ones with
+ * prompt left, and queued ones, as many new owners as free slots could admit. */
+static uint32_t waiting_owners(const struct sched *s, uint32_t stop)
+{
+    const uint8_t *seen[BURST_OWNERS_MAX];
+    uint32_t n = 0, queued = 0;
+    for (uint32_t i = 0; i < s->n_run && n < stop; i++) {
+        const struct sreq *sr = &s->req[s->run[i]];
+        if (sr->len - sr->n_computed > 1)
+            n += owner_add(s, seen, n, s->run[i]);
+    }
+    for (uint32_t i = 0; i < s->n_heap && n < stop && queued < s->n_free_slots; i++) {
+        uint32_t added = owner_add(s, seen, n, s->heap[i]);
+        n += added, queued += added;
+    }
+    return n;
+}
+
+/*
+ * 1 in a burst: more owners wait for a first token than there are
+ * established streams (running requests with one token left, read by their
+ * client, past their second output). Owners, so that one client's flood of
+ * prompts counts once and cannot lift the budget over another's stream;
+ * established, so that the streams a burst itself started one step ago do
+ * not end its lift.
+ */
+static int burst(const struct sched *s)
+{
+    uint32_t streams = 0;
+    for (uint32_t i = 0; i < s->n_run && streams < BURST_OWNERS_MAX; i++) {
+        uint32_t idx = s->run[i];
+        const struct sreq *sr = &s->req[idx];
+        streams += sr->len - sr->n_computed == 1 && sr->len - sr->n_prompt >= 2 &&
+                   !fair_paused(s, idx);
+    }
+    return streams < BURST_OWNERS_MAX && waiting_owners(s, streams + 1) > streams;
+}
+
+uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t cap)
 {
     struct rs_step_cost_fit fit = {0};
     uint32_t n = cap;
     if (s->budget.max_step_ms > 0 && budget_fit(s, &fit) == 0) {
-        if (s->budget.burst_lift && burst(s, n_prefilling))
+        if (s->budget.burst_lift && burst(s))
             rs_counter_add(&s->m->counter[RS_M_SCH_BUDGET_LIFTED], 1);
         else
             n = budget_prefill(&s->budget, &fit, n_decode, cap);

@@ -341,7 +341,7 @@ int plan_step(struct sched *s)
     int rc = plan_running(s, &budget, 1);
     uint32_t left = budget;
     if (rc >= 0) /* the decode pass planned only decodes: the budget sizes the rest */
-        budget = budget_step(s, s->n_plan, (uint32_t)rc, left);
+        budget = budget_step(s, s->n_plan, left);
     int limited = budget < left;
     if (rc > 0)
         rc = plan_running(s, &budget, 0);

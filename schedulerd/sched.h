@@ -149,7 +149,7 @@ struct budget_opts {
     double max_step_ms;   /* a step's target time by the measured cost model; 0: no budget */
     uint32_t min_prefill; /* prefill tokens a step may take whatever the budget says (>= 1) */
     double fair_factor;   /* --fair-step-factor (share.c); 0: every decode runs every step */
-    uint32_t burst_lift;  /* 1: no budget while first tokens wait on as many as stream (budget.c) */
+    uint32_t burst_lift;  /* 1: no budget while more clients wait than stream (budget.c) */
 };
 
 struct sched {
@@ -356,14 +356,14 @@ uint32_t budget_prefill(const struct budget_opts *o, const struct rs_step_cost_f
 
 /*
  * budget_prefill with the fit launcherd publishes (its cost_* gauges; cap
- * while none is published), after the decode pass planned n_decode decodes
- * and passed over n_prefilling running requests with prompt left. cap also
- * when o->burst_lift and the requests waiting for a first token (those
- * n_prefilling and the waiting ones a free slot could admit) are at least
- * as many as the streams decoding. The result also goes to the
+ * while none is published), for a step holding n_decode decodes. cap also
+ * in a burst under o->burst_lift: more owners with a request waiting for a
+ * first token (running with prompt left, or queued where a free slot could
+ * admit it) than established streams (running requests with one token
+ * left and two outputs or more, not paused). The result also goes to the
  * prefill_budget_last gauge.
  */
-uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t n_prefilling, uint32_t cap);
+uint32_t budget_step(struct sched *s, uint32_t n_decode, uint32_t cap);
 
 /* batch.c: writes and commits the planned batch -------------------------------------------- */
 

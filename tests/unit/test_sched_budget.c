@@ -9,9 +9,11 @@
  * more, at least --min-prefill-tokens, at most the token budget; no budget
  * and no published fit leave --max-batched-tokens. Outputs are checked by
  * the fixture as in every planner test (chunking changes none). With the
- * burst lift on, the same run must plan --max-batched-tokens exactly while
- * at least as many requests wait for a first token as streams decode, and
- * the model's budget otherwise; both must occur.
+ * burst lift on (each request its own client), the same run must plan
+ * --max-batched-tokens exactly while more clients wait for a first token
+ * than streams are past their second output, and the model's budget
+ * otherwise; both must occur. One client's flood of prompts never lifts
+ * the budget over another client's stream; three clients' prompts do.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -71,9 +73,11 @@ struct run {
     uint32_t prompt_left[N_REQ]; /* prompt tokens not yet planned, per request */
     uint32_t seen[N_CASES];      /* steps checked under each case while prompts waited */
     uint32_t lifted;             /* steps planned with the budget lifted for a burst */
+    uint32_t decoded[N_REQ];     /* decode steps planned so far, per request */
 };
 
-/* Requests waiting for a first token (prompt left) before the step; every one has a slot. */
+/* Clients waiting for a first token (prompt left) before the step: one request each, and
+ * every one has a slot. */
 static uint32_t first_token_waiters(const struct run *r)
 {
     uint32_t n = 0;
@@ -86,7 +90,7 @@ static uint32_t first_token_waiters(const struct run *r)
 static int check_step(struct run *r, const struct rs_pipe_batch *b, const struct cost_case *k)
 {
     const struct rs_pipe_batch_seq *q = rs_pipe_batch_seqs(b);
-    uint32_t n_decode = 0, prefill = 0, waiting_prompt = 0, tail_prompt = 0;
+    uint32_t n_decode = 0, prefill = 0, waiting_prompt = 0, tail_prompt = 0, established = 0;
     uint32_t waiters = first_token_waiters(r);
     for (uint32_t i = 0; i < N_REQ; i++)
         waiting_prompt += r->prompt_left[i];
@@ -97,6 +101,7 @@ static int check_step(struct run *r, const struct rs_pipe_batch *b, const struct
         RS_CHECK(j < N_REQ);
         int decode = q[i].n_tokens == 1 && q[i].want_logits; /* the planner's "one left" */
         n_decode += (uint32_t)decode;
+        established += decode && r->decoded[j]++ > 0; /* its second output came before */
         prefill += decode ? 0 : q[i].n_tokens;
         uint32_t end = q[i].pos0 + q[i].n_tokens, in_prompt = 0;
         if (q[i].pos0 < PROMPT)
@@ -106,8 +111,8 @@ static int check_step(struct run *r, const struct rs_pipe_batch *b, const struct
     }
     uint32_t want = allowed(k, r->s->budget.min_prefill, n_decode);
     /* a burst (fair shares off: every stream decodes): the token budget alone */
-    int lift = r->s->budget.burst_lift && k->max_step_ms > 0 && k->steps > 0 && waiters > 0 &&
-               waiters >= n_decode;
+    int lift = r->s->budget.burst_lift && k->max_step_ms > 0 && k->steps > 0 &&
+               waiters > established;
     if (lift) {
         want = MAX_TOKENS - n_decode;
         r->lifted++;
@@ -141,6 +146,7 @@ static int run_budget(struct run *r, uint32_t burst_lift, uint32_t first)
     for (uint32_t i = 0; i < N_REQ; i++) {
         sfx_prompt(prompt, PROMPT, 0, 0, 2000 + i);
         RS_CHECK(sfx_submit(&r->f, prompt, PROMPT, 24, 0) == (int)i);
+        rs_pipe_req_at(r->f.tok, r->f.req[i].ref.index)->owner[0] = (uint8_t)(1 + i);
         r->prompt_left[i] = PROMPT;
     }
     uint64_t limited = 0;
@@ -182,7 +188,7 @@ static int test_planned_prefill_follows_the_measured_cost(void)
     return 0;
 }
 
-static int test_a_burst_lifts_the_budget_until_streams_outnumber_it(void)
+static int test_a_burst_lifts_the_budget_while_clients_outnumber_streams(void)
 {
     static struct run r;
     /* the lift ends when the fifth request streams (step 8): cycled to meet the budgets */
@@ -195,6 +201,67 @@ static int test_a_burst_lifts_the_budget_until_streams_outnumber_it(void)
     return 0;
 }
 
+
+/* Plans and answers one step; its prefill budget in *budget. */
+static int one_step(struct run *r, uint64_t *budget)
+{
+    struct sfx_batch bt;
+    RS_CHECK(sched_work(r->s, 1) >= 0 && sfx_audit(&r->f) == 0);
+    int got = sfx_take(&r->f, &bt);
+    RS_CHECK_MSG(got > 0 && sfx_reap(&r->f) >= 0, "%s", r->f.why);
+    *budget = sfx_metric(&r->f, RS_M_SCH_PREFILL_BUDGET_LAST);
+    RS_CHECK(sfx_answer(&r->f, &bt) == 0);
+    return 0;
+}
+
+/* Submits n requests of client `owner` with prompts of len tokens; 0 or -1. */
+static int submit_as(struct run *r, uint8_t owner, uint32_t n, uint32_t len, uint32_t seed)
+{
+    int32_t prompt[PROMPT];
+    for (uint32_t i = 0; i < n; i++) {
+        sfx_prompt(prompt, len, 0, 0, seed + i);
+        int idx = sfx_submit(&r->f, prompt, len, 200, 0);
+        RS_CHECK(idx >= 0);
+        rs_pipe_req_at(r->f.tok, r->f.req[idx].ref.index)->owner[0] = owner;
+    }
+    return 0;
+}
+
+static int test_one_clients_flood_never_lifts_the_budget_over_another(void)
+{
+    static struct run r;
+    struct rs_pipe_config c;
+    char err[256];
+    uint64_t budget = 0;
+    memset(&r, 0, sizeof(r));
+    int rc = sfx_config(&c, 512, 256, 8, MAX_TOKENS);
+    if (rc != 0 || sfx_open(&r.f, &c) != 0)
+        return rc != 0 ? rc : 1;
+    RS_CHECK(rs_pipe_open(&r.f.cfg, RS_PIPE_STAGE_SCHEDULERD, &r.sp, err, sizeof(err)) == RS_OK);
+    RS_CHECK(sched_create(r.sp, NULL, &r.s) == RS_OK && rs_role_ready(r.sp->role) == RS_OK);
+    r.s->budget = (struct budget_opts){20.0, 8, 0, 1};
+    publish(&r.f, &cases_tab[0]);
+    RS_CHECK(submit_as(&r, 1, 1, 16, 3000) == 0); /* client 1's stream, past its 2nd output */
+    for (int i = 0; i < 3; i++)
+        RS_CHECK(one_step(&r, &budget) == 0);
+    uint64_t lifted = sfx_metric(&r.f, RS_M_SCH_BUDGET_LIFTED);
+    RS_CHECK(submit_as(&r, 2, 6, PROMPT, 3100) == 0); /* client 2 floods */
+    for (int i = 0; i < 2; i++) { /* 2 x 175 tokens: none of the flood is decoding yet */
+        RS_CHECK(one_step(&r, &budget) == 0);
+        RS_CHECK_MSG(budget == allowed(&cases_tab[0], 8, 1), "flood step %d: budget %llu", i,
+                     (unsigned long long)budget);
+    }
+    RS_CHECK(sfx_metric(&r.f, RS_M_SCH_BUDGET_LIFTED) == lifted);
+    RS_CHECK(submit_as(&r, 3, 1, 64, 3200) == 0 && submit_as(&r, 4, 1, 64, 3300) == 0);
+    RS_CHECK(one_step(&r, &budget) == 0); /* clients 2, 3, 4 wait beside one stream */
+    RS_CHECK_MSG(budget == MAX_TOKENS - 1, "three clients waiting: budget %llu",
+                 (unsigned long long)budget);
+    RS_CHECK(sfx_metric(&r.f, RS_M_SCH_BUDGET_LIFTED) == lifted + 1);
+    sched_destroy(&r.s);
+    rs_pipe_close(&r.sp);
+    sfx_close(&r.f);
+    return 0;
+}
 
 static int test_budget_arithmetic_bounds(void)
 {
@@ -215,7 +282,8 @@ static int test_budget_arithmetic_bounds(void)
 
 static const struct rs_test_case cases[] = {
     RS_TEST(test_planned_prefill_follows_the_measured_cost),
-    RS_TEST(test_a_burst_lifts_the_budget_until_streams_outnumber_it),
+    RS_TEST(test_a_burst_lifts_the_budget_while_clients_outnumber_streams),
+    RS_TEST(test_one_clients_flood_never_lifts_the_budget_over_another),
     RS_TEST(test_budget_arithmetic_bounds),
 };
 RS_TEST_MAIN(cases)
