@@ -47,7 +47,8 @@ int budget_fit(const struct sched *s, struct rs_step_cost_fit *fit)
     return 0;
 }
 
-/* Owners counted at most (a lift needs more waiting owners than streams: never past this many). */
+/* Owners counted at most: a lift needs more waiting owners than streams, so with this many
+ * established streams or more the budget stays. */
 #define BURST_OWNERS_MAX 64
 
 /* Adds idx's owner to seen[0..n) if new: 1 added, 0 already there. */

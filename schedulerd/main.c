@@ -53,8 +53,8 @@ static const struct rs_opt budget_opt_table[] = {
              "so new requests start while decodes fill it (default 32)"},
     {.name = "no-burst-lift", .kind = RS_OPT_FLAG32, .off = BO(burst_lift), .val = 0,
      .help = "keep the step-time budget in a burst too (default: no\n"
-             "budget while at least as many requests wait for a first\n"
-             "token as streams decode)"},
+             "budget while more clients wait for a first token than\n"
+             "streams are past their second output)"},
     {.name = "fair-step-factor", .kind = RS_OPT_DOUBLE, .off = BO(fair_factor), .min = 0,
      .max = 1000, .arg = "F",
      .help = "while several clients decode, the busiest defer some\n"
@@ -103,8 +103,9 @@ static void schedulerd_ready(void *self, struct rs_stage *st)
     const struct rs_pipe_config *c = &st->args.cfg;
     const struct schedd *d = self;
     rs_log_info("serving instance %s: %u KV blocks of %u tokens, %u seqs / %u tokens per "
-                "step, prefix caching %s, policy %s, step budget %g ms (min %u prefill tokens, %s in "
-                "bursts), %u running slots per client while others wait, fair step factor %g",
+                "step, prefix caching %s, policy %s, step budget %g ms (min %u prefill tokens, "
+                "%s in bursts), %u running slots per client while others wait, fair step "
+                "factor %g",
                 c->instance, c->n_kv_blocks, c->block_size, c->max_seqs, c->max_batched_tokens,
                 c->prefix_caching ? "on" : "off", c->priority_policy ? "priority" : "fcfs",
                 d->budget.max_step_ms, d->budget.min_prefill,
