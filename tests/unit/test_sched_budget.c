@@ -191,7 +191,7 @@ static int test_planned_prefill_follows_the_measured_cost(void)
 static int test_a_burst_lifts_the_budget_while_clients_outnumber_streams(void)
 {
     static struct run r;
-    /* the lift ends when the fifth request streams (step 8): cycled to meet the budgets */
+    /* from case 3: the steps after the lift meet models whose budget binds */
     RS_CHECK(run_budget(&r, 1, 3) == 0);
     uint32_t budgeted = 0;
     for (uint32_t k = 0; k < N_CASES; k++)
