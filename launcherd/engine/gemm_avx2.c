@@ -265,32 +265,6 @@ static uint32_t m_block_rows(uint32_t K)
     return rows < MR ? MR : rows;
 }
 
-/* One weight tile of nr rows (pointers wr) against rows [0, mrows) of x. */
-#define F32_TILE_CASE(MR_, NR_)                                                                  \
-    tile_f32(MR_, NR_, wr, x + (size_t)m * ldx, ldx, K, y + (size_t)m * ldy, ldy, accumulate,    \
-             m == 0 ? pf : none)
-
-TGT static void f32_tile_rows(const float *const *wr, int nr, const float *x, size_t ldx,
-                              uint32_t mrows, uint32_t K, float *y, size_t ldy, int accumulate,
-                              struct pf pf)
-{
-    struct pf none = {NULL, NULL, 0};
-    uint32_t m = 0;
-    if (nr == NR) {
-        for (; m + MR <= mrows; m += MR)
-            F32_TILE_CASE(MR, NR);
-        if (mrows - m == 2)
-            F32_TILE_CASE(2, NR);
-        else if (mrows - m == 1)
-            F32_TILE_CASE(1, NR);
-        return;
-    }
-    for (; m + MR <= mrows; m += MR)
-        F32_TILE_CASE(MR, 1);
-    for (; m < mrows; m++)
-        F32_TILE_CASE(1, 1);
-}
-
 /* --- Q4_0, Q4_K, Q5_K, Q6_K blocks (layouts as ggml's; see common/quant.h) ---- */
 
 INL void widen_q4_0(const uint8_t *b, float *y)
@@ -557,13 +531,14 @@ TGT static void row_bf16(const uint8_t *src, uint32_t K, float *dst)
     row_h16(src, K, dst, 1);
 }
 
-/* One widened type's AVX2 entry points: panel widening of a row, register-tile GEMM, and
- * whether many rows go through a widened panel (else register tiles at every batch size). */
+/* One type's AVX2 entry points: widening of a row (for panels), the register tiles of one
+ * weight tile against rows [0, mrows) of x, and whether more than MR rows go through a
+ * widened F32 panel (else register tiles at every batch size). */
 struct avx2_type {
     enum rs_ggml_type type;
     void (*widen)(const uint8_t *src, uint32_t K, float *dst);
-    void (*direct)(int mr, int nr, const void *const *wr, const float *x, size_t ldx, uint32_t K,
-                   float *yn, size_t ldy, int accumulate, struct pf f);
+    void (*tiles)(int nr, const void *const *wr, const float *x, size_t ldx, uint32_t mrows,
+                  uint32_t K, float *y, size_t ldy, int accumulate, struct pf pf);
     int panel;
 };
 
@@ -587,92 +562,68 @@ static struct pf next_tile(const struct kern_mat *w, uint32_t n, uint32_t n1)
     return f;
 }
 
-static void gemm_f32(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
-                     float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate)
-{
-    uint32_t K = w->cols, mb = m_block_rows(K);
-    for (uint32_t m0 = 0; m0 < n_rows; m0 += mb) {
-        uint32_t mrows = n_rows - m0 < mb ? n_rows - m0 : mb;
-        for (uint32_t n = n0; n < n1;) {
-            int nr = n1 - n >= NR ? NR : 1;
-            const float *wr[NR];
-            for (int r = 0; r < nr; r++)
-                wr[r] = (const float *)((const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes);
-            struct pf f = next_tile(w, n, n1);
-            f32_tile_rows(wr, nr, x + (size_t)m0 * ldx, ldx, mrows, K, y + (size_t)m0 * ldy + n,
-                          ldy, accumulate, f);
-            n += (uint32_t)nr;
-        }
-    }
-}
-
-/* Widened panels: from 4 rows on, each widening is reused by every row tile. */
-static void gemm_panel(const struct avx2_type *t, const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
-                       float *y, size_t ldy, uint32_t n0, uint32_t n1, int accumulate,
-                       float *panel)
-{
-    uint32_t K = w->cols, kpad = (K + 7) & ~7u, mb = m_block_rows(K);
-    for (uint32_t m0 = 0; m0 < n_rows; m0 += mb) {
-        uint32_t mrows = n_rows - m0 < mb ? n_rows - m0 : mb;
-        for (uint32_t n = n0; n < n1;) {
-            int nr = n1 - n >= NR ? NR : 1;
-            widen_rows(t, w, n, nr, kpad, panel);
-            const float *wr[NR];
-            for (int r = 0; r < nr; r++)
-                wr[r] = panel + (size_t)r * kpad;
-            /* The next tile's raw rows, into L2 while this one computes: widen_rows
-             * otherwise waits on them (profiled: 9% of a one-thread F16 prefill). */
-            struct pf f = next_tile(w, n, n1);
-            f.to_l2 = 1;
-            f32_tile_rows(wr, nr, x + (size_t)m0 * ldx, ldx, mrows, K, y + (size_t)m0 * ldy + n,
-                          ldy, accumulate, f);
-            n += (uint32_t)nr;
-        }
-    }
-}
-
-/* Up to MR rows: widen in registers (no panel round trip; decode is bandwidth-bound). One
- * function per type, each with its tile shapes inlined. */
-#define DIRECT_FN(NAME, TILE)                                                                    \
-    TGT static void NAME(int mr, int nr, const void *const *wr, const float *x, size_t ldx,    \
-                         uint32_t K, float *yn, size_t ldy, int accumulate, struct pf f)       \
+/*
+ * Every row tile of one weight tile (nr rows at wr) against rows [0, mrows) of x, one
+ * function per type with its tile shapes inlined; the first row tile prefetches the next
+ * weight tile.
+ */
+#define TILES_FN(NAME, TILE)                                                                     \
+    TGT static void NAME(int nr, const void *const *wr, const float *x, size_t ldx,            \
+                         uint32_t mrows, uint32_t K, float *y, size_t ldy, int accumulate,     \
+                         struct pf pf)                                                          \
     {                                                                                            \
-        if (nr == NR && mr == 3)                                                                 \
-            TILE(3, NR);                                                                         \
-        else if (nr == NR && mr == 2)                                                            \
-            TILE(2, NR);                                                                         \
-        else if (nr == NR)                                                                       \
-            TILE(1, NR);                                                                         \
-        else if (mr == 3)                                                                        \
-            TILE(3, 1);                                                                          \
-        else if (mr == 2)                                                                        \
+        const struct pf none = {NULL, NULL, 0};                                                  \
+        uint32_t m = 0;                                                                          \
+        if (nr == NR) {                                                                          \
+            for (; m + MR <= mrows; m += MR)                                                     \
+                TILE(MR, NR);                                                                    \
+            if (mrows - m == 2)                                                                  \
+                TILE(2, NR);                                                                     \
+            else if (mrows - m == 1)                                                             \
+                TILE(1, NR);                                                                     \
+            return;                                                                              \
+        }                                                                                        \
+        for (; m + MR <= mrows; m += MR)                                                         \
+            TILE(MR, 1);                                                                         \
+        if (mrows - m == 2)                                                                      \
             TILE(2, 1);                                                                          \
-        else                                                                                     \
+        else if (mrows - m == 1)                                                                 \
             TILE(1, 1);                                                                          \
     }
+/* the arguments every tile takes after its weight rows, at row tile m */
+#define AT_M x + (size_t)m * ldx, ldx, K, y + (size_t)m * ldy, ldy, accumulate, m == 0 ? pf : none
 #define WR8 (const uint8_t *const *)wr
 #define WR16 (const uint16_t *const *)wr
-#define T_Q8(M, N) tile_q8(M, N, WR8, x, ldx, K, yn, ldy, accumulate, f)
-#define T_Q4(M, N) tile_q4(M, N, WR8, x, ldx, K, yn, ldy, accumulate, f)
-#define T_Q4K(M, N) tile_kq(M, N, 0, WR8, x, ldx, K, yn, ldy, accumulate, f)
-#define T_Q5K(M, N) tile_kq(M, N, 1, WR8, x, ldx, K, yn, ldy, accumulate, f)
-#define T_Q6K(M, N) tile_q6k(M, N, WR8, x, ldx, K, yn, ldy, accumulate, f)
-#define T_F16(M, N) tile_h16(M, N, 0, WR16, x, ldx, K, yn, ldy, accumulate, f)
-#define T_BF16(M, N) tile_h16(M, N, 1, WR16, x, ldx, K, yn, ldy, accumulate, f)
-DIRECT_FN(direct_q8_0, T_Q8)
-DIRECT_FN(direct_q4_0, T_Q4)
-DIRECT_FN(direct_q4_k, T_Q4K)
-DIRECT_FN(direct_q5_k, T_Q5K)
-DIRECT_FN(direct_q6_k, T_Q6K)
-DIRECT_FN(direct_f16, T_F16)
-DIRECT_FN(direct_bf16, T_BF16)
+#define T_Q8(M, N) tile_q8(M, N, WR8, AT_M)
+#define T_Q4(M, N) tile_q4(M, N, WR8, AT_M)
+#define T_Q4K(M, N) tile_kq(M, N, 0, WR8, AT_M)
+#define T_Q5K(M, N) tile_kq(M, N, 1, WR8, AT_M)
+#define T_Q6K(M, N) tile_q6k(M, N, WR8, AT_M)
+#define T_F32(M, N) tile_f32(M, N, (const float *const *)wr, AT_M)
+#define T_F16(M, N) tile_h16(M, N, 0, WR16, AT_M)
+#define T_BF16(M, N) tile_h16(M, N, 1, WR16, AT_M)
+TILES_FN(tiles_f32, T_F32)
+TILES_FN(tiles_q8_0, T_Q8)
+TILES_FN(tiles_q4_0, T_Q4)
+TILES_FN(tiles_q4_k, T_Q4K)
+TILES_FN(tiles_q5_k, T_Q5K)
+TILES_FN(tiles_q6_k, T_Q6K)
+TILES_FN(tiles_f16, T_F16)
+TILES_FN(tiles_bf16, T_BF16)
 
-/* The AVX2 entry points of every widened type (F32 has its own GEMM). */
+/* F32 rows need no widening: a copy (the AVX-512 panel widens through this table too). */
+static void row_f32(const uint8_t *src, uint32_t K, float *dst)
+{
+    memcpy(dst, src, (size_t)K * sizeof(float));
+}
+
+/* The AVX2 entry points of every type kernels.c's table gives this ISA. */
 static const struct avx2_type avx2_types[] = {
-    {RS_GGML_F16, row_f16, direct_f16, 0},    {RS_GGML_BF16, row_bf16, direct_bf16, 0},
-    {RS_GGML_Q8_0, row_q8_0, direct_q8_0, 1}, {RS_GGML_Q4_0, row_q4_0, direct_q4_0, 1},
-    {RS_GGML_Q4_K, row_q4_k, direct_q4_k, 1}, {RS_GGML_Q5_K, row_q5_k, direct_q5_k, 1},
-    {RS_GGML_Q6_K, row_q6_k, direct_q6_k, 1},
+    {RS_GGML_F32, row_f32, tiles_f32, 0},
+    {RS_GGML_F16, row_f16, tiles_f16, 0},    {RS_GGML_BF16, row_bf16, tiles_bf16, 0},
+    {RS_GGML_Q8_0, row_q8_0, tiles_q8_0, 1}, {RS_GGML_Q4_0, row_q4_0, tiles_q4_0, 1},
+    {RS_GGML_Q4_K, row_q4_k, tiles_q4_k, 1}, {RS_GGML_Q5_K, row_q5_k, tiles_q5_k, 1},
+    {RS_GGML_Q6_K, row_q6_k, tiles_q6_k, 1},
 };
 
 static const struct avx2_type *avx2_type_of(enum rs_ggml_type t)
@@ -683,26 +634,33 @@ static const struct avx2_type *avx2_type_of(enum rs_ggml_type t)
     return NULL;
 }
 
-/* Register tiles over blocks of m_block_rows activation rows (one block when n_rows <= MR). */
-static void gemm_direct(const struct avx2_type *t, const struct kern_mat *w, const float *x,
-                        size_t ldx, uint32_t n_rows, float *y, size_t ldy, uint32_t n0,
-                        uint32_t n1, int accumulate)
+/*
+ * Blocks of m_block_rows activation rows (one when n_rows <= MR), each against every weight
+ * tile of [n0, n1). With a panel (types that take one, more than MR rows) each weight tile
+ * is widened to F32 once per block and run through F32's tiles (same bits as the type's
+ * register tiles), its next tile's raw rows prefetched into L2: the widening otherwise
+ * waits on them (profiled: 9% of a one-thread F16 prefill).
+ */
+static void gemm_tiles(const struct avx2_type *t, const struct kern_mat *w, const float *x,
+                       size_t ldx, uint32_t n_rows, float *y, size_t ldy, uint32_t n0,
+                       uint32_t n1, int accumulate, float *panel)
 {
-    const struct pf none = {NULL, NULL, 0};
-    uint32_t mb = m_block_rows(w->cols);
+    const struct avx2_type *run = panel != NULL ? avx2_type_of(RS_GGML_F32) : t;
+    uint32_t K = w->cols, kpad = (K + 7) & ~7u, mb = m_block_rows(K);
     for (uint32_t m0 = 0; m0 < n_rows; m0 += mb) {
-        uint32_t m1 = n_rows - m0 < mb ? n_rows : m0 + mb;
+        uint32_t mrows = n_rows - m0 < mb ? n_rows - m0 : mb;
         for (uint32_t n = n0; n < n1;) {
             int nr = n1 - n >= NR ? NR : 1;
             const void *wr[NR];
+            if (panel != NULL)
+                widen_rows(t, w, n, nr, kpad, panel);
             for (int r = 0; r < nr; r++)
-                wr[r] = (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
-            for (uint32_t m = m0; m < m1; m += MR) {
-                int mr = m1 - m < MR ? (int)(m1 - m) : MR;
-                t->direct(mr, nr, wr, x + (size_t)m * ldx, ldx, w->cols,
-                          y + (size_t)m * ldy + n, ldy, accumulate,
-                          m == m0 ? next_tile(w, n, n1) : none);
-            }
+                wr[r] = panel != NULL ? (const void *)(panel + (size_t)r * kpad)
+                                      : (const uint8_t *)w->data + (size_t)(n + r) * w->row_bytes;
+            struct pf f = next_tile(w, n, n1);
+            f.to_l2 |= panel != NULL;
+            run->tiles(nr, wr, x + (size_t)m0 * ldx, ldx, mrows, K, y + (size_t)m0 * ldy + n,
+                       ldy, accumulate, f);
             n += (uint32_t)nr;
         }
     }
@@ -710,11 +668,8 @@ static void gemm_direct(const struct avx2_type *t, const struct kern_mat *w, con
 
 void kern_widen_row_avx2(const struct kern_mat *w, uint32_t row, float *dst)
 {
-    const struct avx2_type *t = avx2_type_of(w->type);
-    if (t != NULL)
-        t->widen((const uint8_t *)w->data + (size_t)row * w->row_bytes, w->cols, dst);
-    else /* F32: a copy */
-        kern_widen_row_portable(w, row, dst);
+    avx2_type_of(w->type)->widen((const uint8_t *)w->data + (size_t)row * w->row_bytes, w->cols,
+                                 dst);
 }
 
 void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32_t n_rows,
@@ -723,13 +678,10 @@ void kern_gemm_avx2(const struct kern_mat *w, const float *x, size_t ldx, uint32
 {
     if (n_rows == 0 || n0 >= n1)
         return;
+    /* every type was checked at load against kernels.c's table */
     const struct avx2_type *t = avx2_type_of(w->type);
-    if (t == NULL) /* F32; every other type was checked at load against kernels.c's table */
-        gemm_f32(w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
-    else if (n_rows <= MR || !t->panel)
-        gemm_direct(t, w, x, ldx, n_rows, y, ldy, n0, n1, accumulate);
-    else
-        gemm_panel(t, w, x, ldx, n_rows, y, ldy, n0, n1, accumulate, scratch);
+    gemm_tiles(t, w, x, ldx, n_rows, y, ldy, n0, n1, accumulate,
+               n_rows > MR && t->panel ? scratch : NULL);
 }
 
 #else /* not x86-64: kernels.c never selects these */
